@@ -1,0 +1,9 @@
+"""Errors that pipeline steps raise for problems in the user's data or code.
+
+They are user errors: the runner prints their message (which names the file,
+line or feature at fault) without a traceback and exits with code 2.
+"""
+
+
+class DataError(ValueError):
+    """The input data cannot be used as it is; the message says where and why."""

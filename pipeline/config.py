@@ -1,0 +1,188 @@
+"""The typed dtfx configuration: one frozen pydantic model per YAML section.
+
+Every field has a description; `dtfx schema` and `pipeline_config/config.schema.json`
+are generated from these models, so editors can complete and check a config.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+STAGES = ("ingest", "statistics", "schema", "validation", "transform", "train", "evaluate", "push")
+
+# Metric names a threshold may use, per task; the builder maps them to TFMA metrics.
+CLASSIFICATION_METRICS = ("accuracy", "example_count")
+REGRESSION_METRICS = ("mean_squared_error", "mean_absolute_error", "root_mean_squared_error", "example_count")
+
+
+class Section(BaseModel):
+    """Base of every config section: immutable, and unknown keys are errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PipelineSection(Section):
+    name: str = Field(
+        pattern=r"^[a-z][a-z0-9-]{0,62}$",
+        description="Pipeline name: lower-case letters, digits and '-', starting with a letter "
+        "(Kubeflow and ML Metadata use it as an identifier).",
+    )
+    output_root: str = Field(
+        "outputs",
+        description="Directory under which the run's artifacts, metadata store, pushed models and run "
+        "summaries are written, in a sub-directory named after the pipeline.",
+    )
+    enable_cache: bool = Field(True, description="Reuse the outputs of a stage whose inputs and settings did not change.")
+
+
+class ShardingSection(Section):
+    num_shards: PositiveInt = Field(4, le=1024, description="TFRecord files written per split.")
+    strategy: Literal["hash", "index", "block", "random"] = Field(
+        "hash",
+        description="How rows are assigned to shards: hash of `key` (or of the whole row), row index "
+        "modulo the shard count, contiguous blocks, or random with `seed`.",
+    )
+    key: str | None = Field(None, description="Column hashed by the `hash` strategy; null hashes the whole row.")
+    seed: int = Field(0, description="Seed of the `random` strategy and of the train/eval split.")
+
+
+class DataSection(Section):
+    path: str = Field(
+        description="CSV, Parquet or TFRecord source: a file, a directory or a glob. "
+        "`package://PKG/path/in/package` names a file shipped inside an installed Python package."
+    )
+    label: str = Field(description="Name of the column to predict.")
+    task: Literal["classification", "regression"] = Field(
+        "classification", description="classification (label is a class, string or integer) or regression (numeric label)."
+    )
+    splits: dict[str, PositiveInt] = Field(
+        default_factory=lambda: {"train": 4, "eval": 1},
+        description="Split names and their relative sizes (hash buckets); must include `train` and `eval`.",
+    )
+    sharding: ShardingSection = Field(default_factory=ShardingSection, description="How ingested rows are sharded.")
+
+    @model_validator(mode="after")
+    def _train_and_eval(self) -> "DataSection":
+        missing = {"train", "eval"} - set(self.splits)
+        if missing:
+            raise ValueError(f"splits must include {', '.join(sorted(missing))}")
+        return self
+
+
+class FeaturesSection(Section):
+    numeric: list[str] | None = Field(
+        None, description="Numeric feature columns (z-scored, missing values filled with the mean). Null: inferred."
+    )
+    categorical: list[str] | None = Field(
+        None, description="String or integer category columns (vocabulary, unseen values to an OOV bucket). Null: inferred."
+    )
+    vocabulary_oov_buckets: PositiveInt = Field(1, description="Buckets for categories not seen in training data.")
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "FeaturesSection":
+        both = set(self.numeric or ()) & set(self.categorical or ())
+        if both:
+            raise ValueError(f"columns listed as both numeric and categorical: {', '.join(sorted(both))}")
+        return self
+
+
+class SchemaSection(Section):
+    path: str | None = Field(None, description="A curated schema.pbtxt to import; null infers the schema from the data.")
+
+
+class ValidationSection(Section):
+    fail_on_anomalies: bool = Field(
+        True, description="Stop the run before Transform when ExampleValidator finds anomalies, listing them."
+    )
+
+
+class DnnModel(Section):
+    type: Literal["dnn"] = Field("dnn", description="A fully connected network over all features.")
+    hidden_units: list[PositiveInt] = Field(default_factory=lambda: [16, 8], description="Width of each hidden layer.")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout rate after each hidden layer.")
+
+
+class UserModel(Section):
+    module: str = Field(
+        pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$",
+        description="Dotted path to `build_fn(feature_specs, task, num_classes) -> keras.Model` in your own code.",
+    )
+
+
+class DistributionSection(Section):
+    strategy: Literal["mirrored", "multi_worker_mirrored", "one_device", "default"] = Field(
+        "mirrored", description="tf.distribute strategy of the Trainer."
+    )
+    devices: PositiveInt | Literal["auto"] = Field(
+        "auto",
+        description="Replicas on this machine: a number, or auto (every GPU, else the CPU). Without a GPU, "
+        "N makes N logical CPU devices so that N replicas really run.",
+    )
+
+
+class TrainerSection(Section):
+    model: Annotated[Union[DnnModel, UserModel], Field(union_mode="left_to_right")] = Field(
+        default_factory=DnnModel, description="The built-in DNN (`type: dnn`) or your own `module`."
+    )
+    train_steps: PositiveInt = Field(300, description="Optimizer steps.")
+    eval_steps: PositiveInt = Field(20, description="Batches of the eval split evaluated after training.")
+    batch_size: PositiveInt = Field(64, description="Global batch size, split evenly across replicas.")
+    learning_rate: float = Field(0.01, gt=0, description="Adam learning rate for the global batch (not scaled by replicas).")
+    seed: int = Field(0, description="Seed of weight initialisation and shuffling.")
+    distribution: DistributionSection = Field(default_factory=DistributionSection, description="Distribution strategy.")
+
+    @model_validator(mode="after")
+    def _batch_divides(self) -> "TrainerSection":
+        devices = self.distribution.devices
+        if isinstance(devices, int) and self.batch_size % devices:
+            raise ValueError(f"batch_size {self.batch_size} is not a multiple of distribution.devices {devices}")
+        return self
+
+
+class Threshold(Section):
+    lower_bound: float | None = Field(None, description="The model is blessed only if the metric is at least this.")
+    upper_bound: float | None = Field(None, description="The model is blessed only if the metric is at most this.")
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> "Threshold":
+        if self.lower_bound is None and self.upper_bound is None:
+            raise ValueError("give lower_bound, upper_bound or both")
+        if self.lower_bound is not None and self.upper_bound is not None and self.lower_bound > self.upper_bound:
+            raise ValueError(f"lower_bound {self.lower_bound} is above upper_bound {self.upper_bound}")
+        return self
+
+
+class EvaluatorSection(Section):
+    thresholds: dict[str, Threshold] = Field(
+        default_factory=dict,
+        description="Metric name to bounds; the model is pushed only if every metric is within its bounds. "
+        f"Classification: {', '.join(CLASSIFICATION_METRICS)}. Regression: {', '.join(REGRESSION_METRICS)}.",
+    )
+
+
+class PusherSection(Section):
+    enabled: bool = Field(True, description="Push a blessed model to the serving directory.")
+    serving_dir: str | None = Field(
+        None, description="Where pushed versions go; null means `<output_root>/<name>/serving`."
+    )
+
+
+class Config(Section):
+    """A whole dtfx pipeline configuration."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, title="dtfx pipeline config")
+
+    pipeline: PipelineSection = Field(description="Name and where outputs go.")
+    data: DataSection = Field(description="The input data and the label.")
+    features: FeaturesSection = Field(default_factory=FeaturesSection, description="Feature columns and their kinds.")
+    schema_: SchemaSection = Field(default_factory=SchemaSection, alias="schema", description="Data schema.")
+    validation: ValidationSection = Field(default_factory=ValidationSection, description="Data validation gate.")
+    trainer: TrainerSection = Field(default_factory=TrainerSection, description="Model and training.")
+    evaluator: EvaluatorSection = Field(default_factory=EvaluatorSection, description="Blessing thresholds.")
+    pusher: PusherSection = Field(default_factory=PusherSection, description="Pushing to serving.")
+
+    def metric_names(self) -> tuple[str, ...]:
+        """Metric names valid for this config's task."""
+        return CLASSIFICATION_METRICS if self.data.task == "classification" else REGRESSION_METRICS

@@ -1,0 +1,201 @@
+"""Loading a YAML config: parse, apply `--set` overrides, validate, check the data it names.
+
+Every problem is collected and raised at once as a ConfigError whose lines read
+`yaml.path (line N): message`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+import yaml
+from pydantic import ValidationError
+
+from pipeline import data_source
+from pipeline.config import Config
+from pipeline.errors import ConfigError, Problem
+
+
+def load_config(path: str, overrides: Iterable[str] = (), check_data: bool = True) -> Config:
+    """Reads, validates and returns the config at `path`, with `dotted.key=value` overrides applied.
+
+    With `check_data`, `data.path` must name existing files, and the label and listed features must be
+    columns of them; `data.path`, `schema.path` and `pipeline.output_root` come back as absolute paths.
+    Raises ConfigError listing every problem found.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as error:
+        raise ConfigError(path, [Problem("<file>", f"cannot read the config: {error.strerror}")]) from None
+    raw, lines = _parse_yaml(path, text)
+    problems: list[Problem] = []
+    for override in overrides:
+        problem = _apply_override(raw, override)
+        if problem:
+            problems.append(problem)
+    try:
+        config = Config.model_validate(raw)
+    except ValidationError as error:
+        problems.extend(_pydantic_problems(error, lines))
+        config = None
+    if config is not None:
+        problems.extend(_semantic_problems(config, lines))
+        if check_data and not problems:
+            config, data_problems = _resolve_and_check_data(config, lines)
+            problems.extend(data_problems)
+    if problems:
+        raise ConfigError(path, problems)
+    return config
+
+
+def _parse_yaml(path: str, text: str) -> tuple[dict[str, Any], dict[str, int]]:
+    """The YAML document as a dict, and the line of each dotted key path."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        reason = getattr(error, "problem", None) or str(error)
+        raise ConfigError(path, [Problem("<yaml>", f"invalid YAML: {reason}", line)]) from None
+    if raw is None:
+        raise ConfigError(path, [Problem("<file>", "the config is empty; see pipeline_config/penguins.yaml for an example")])
+    if not isinstance(raw, dict):
+        raise ConfigError(path, [Problem("<file>", f"the config must be a mapping of sections, not a {type(raw).__name__}", 1)])
+    lines: dict[str, int] = {}
+    _collect_lines(node, "", lines)
+    return raw, lines
+
+
+def _collect_lines(node: yaml.Node, prefix: str, lines: dict[str, int]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+            lines[path] = key_node.start_mark.line + 1
+            _collect_lines(value_node, path, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            path = f"{prefix}.{index}"
+            lines[path] = item.start_mark.line + 1
+            _collect_lines(item, path, lines)
+
+
+def _line_of(path: str, lines: dict[str, int]) -> int | None:
+    """The line of `path`, or of its nearest ancestor present in the file."""
+    while path:
+        if path in lines:
+            return lines[path]
+        path = path.rpartition(".")[0]
+    return None
+
+
+def _apply_override(raw: dict[str, Any], override: str) -> Problem | None:
+    """Sets `dotted.key=value` in `raw`; the value is read as YAML so that `10` is a number."""
+    key, sep, value = override.partition("=")
+    if not sep or not key or any(not part for part in key.split(".")):
+        return Problem(f"--set {override}", "expected dotted.key=value, for example trainer.train_steps=100")
+    try:
+        parsed = yaml.safe_load(value) if value else ""
+    except yaml.YAMLError:
+        parsed = value
+    target = raw
+    parts = key.split(".")
+    for index, part in enumerate(parts[:-1]):
+        child = target.get(part)
+        if child is None:
+            child = target[part] = {}
+        if not isinstance(child, dict):
+            return Problem(f"--set {key}", f"{'.'.join(parts[: index + 1])} is not a section")
+        target = child
+    target[parts[-1]] = parsed
+    return None
+
+
+def _pydantic_problems(error: ValidationError, lines: dict[str, int]) -> list[Problem]:
+    problems = []
+    for item in error.errors():
+        # Unions add the member's class name to the location; users never wrote it.
+        loc = [str(part) for part in item["loc"] if part not in ("DnnModel", "UserModel", "int", "literal['auto']")]
+        path = ".".join(loc) or "<file>"
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif item["type"] == "missing":
+            message = "required key is missing"
+        problems.append(Problem(path, message, _line_of(path, lines)))
+    # A union reports each member's failure; keep one message per path.
+    unique: dict[tuple[str, str], Problem] = {}
+    for problem in problems:
+        unique.setdefault((problem.path, problem.message), problem)
+    return list(unique.values())
+
+
+def _semantic_problems(config: Config, lines: dict[str, int]) -> list[Problem]:
+    """Checks across sections that a single field cannot express."""
+    problems = []
+    known = config.metric_names()
+    for name in config.evaluator.thresholds:
+        if name not in known:
+            path = f"evaluator.thresholds.{name}"
+            problems.append(Problem(path, f"unknown metric for {config.data.task}; use one of: {', '.join(known)}", _line_of(path, lines)))
+    if config.pusher.enabled and not config.evaluator.thresholds:
+        problems.append(
+            Problem(
+                "pusher.enabled",
+                "the pusher is enabled but evaluator.thresholds is empty, so no model would ever be pushed; "
+                "add a threshold such as evaluator.thresholds.accuracy.lower_bound or set pusher.enabled: false",
+                _line_of("pusher.enabled", lines) or _line_of("evaluator", lines),
+            )
+        )
+    features = (config.features.numeric or []) + (config.features.categorical or [])
+    if config.data.label in features:
+        problems.append(Problem("features", f"the label {config.data.label!r} cannot also be a feature", _line_of("features", lines)))
+    return problems
+
+
+def _resolve_and_check_data(config: Config, lines: dict[str, int]) -> tuple[Config, list[Problem]]:
+    problems: list[Problem] = []
+    try:
+        data_path = data_source.resolve_path(config.data.path)
+    except FileNotFoundError as error:
+        return config, [Problem("data.path", str(error), _line_of("data.path", lines))]
+    files = data_source.list_files(data_path)
+    if not files:
+        return config, [Problem("data.path", f"no data file at {data_path}", _line_of("data.path", lines))]
+    columns = None
+    for file in files:
+        try:
+            file_columns = data_source.read_columns(file)
+        except ValueError as error:
+            problems.append(Problem("data.path", str(error), _line_of("data.path", lines)))
+            continue
+        if file_columns is None:
+            continue
+        if columns is not None and file_columns != columns:
+            problems.append(Problem("data.path", f"{file}: columns differ from those of {files[0]}", _line_of("data.path", lines)))
+        columns = columns or file_columns
+    if columns is not None:
+        where = f"columns of {files[0]}: {', '.join(columns)}"
+        if config.data.label not in columns:
+            problems.append(Problem("data.label", f"{config.data.label!r} is not a column of the data ({where})", _line_of("data.label", lines)))
+        for kind in ("numeric", "categorical"):
+            for index, name in enumerate(getattr(config.features, kind) or []):
+                if name not in columns:
+                    path = f"features.{kind}.{index}"
+                    problems.append(Problem(path, f"{name!r} is not a column of the data ({where})", _line_of(path, lines)))
+        key = config.data.sharding.key
+        if key is not None and key not in columns:
+            path = "data.sharding.key"
+            problems.append(Problem(path, f"{key!r} is not a column of the data ({where})", _line_of(path, lines)))
+    updates: dict[str, Any] = {"data": config.data.model_copy(update={"path": data_path})}
+    updates["pipeline"] = config.pipeline.model_copy(update={"output_root": data_source.resolve_path(config.pipeline.output_root)})
+    if config.schema_.path:
+        schema_path = data_source.resolve_path(config.schema_.path)
+        if not os.path.isfile(schema_path):
+            problems.append(Problem("schema.path", f"no schema file at {schema_path}", _line_of("schema.path", lines)))
+        updates["schema_"] = config.schema_.model_copy(update={"path": schema_path})
+    if config.pusher.serving_dir:
+        updates["pusher"] = config.pusher.model_copy(update={"serving_dir": data_source.resolve_path(config.pusher.serving_dir)})
+    return config.model_copy(update=updates), problems
