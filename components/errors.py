@@ -7,3 +7,11 @@ line or feature at fault) without a traceback and exits with code 2.
 
 class DataError(ValueError):
     """The input data cannot be used as it is; the message says where and why."""
+
+
+class TrainingError(RuntimeError):
+    """Training could not produce a usable model (for example the loss became NaN)."""
+
+
+class DeviceSetupError(RuntimeError):
+    """The requested replicas cannot be placed on this machine's devices."""

@@ -6,7 +6,7 @@ are generated from these models, so editors can complete and check a config.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
@@ -64,7 +64,7 @@ class DataSection(Section):
     sharding: ShardingSection = Field(default_factory=ShardingSection, description="How ingested rows are sharded.")
 
     @model_validator(mode="after")
-    def _train_and_eval(self) -> "DataSection":
+    def _train_and_eval(self) -> DataSection:
         missing = {"train", "eval"} - set(self.splits)
         if missing:
             raise ValueError(f"splits must include {', '.join(sorted(missing))}")
@@ -81,7 +81,7 @@ class FeaturesSection(Section):
     vocabulary_oov_buckets: PositiveInt = Field(1, description="Buckets for categories not seen in training data.")
 
     @model_validator(mode="after")
-    def _disjoint(self) -> "FeaturesSection":
+    def _disjoint(self) -> FeaturesSection:
         both = set(self.numeric or ()) & set(self.categorical or ())
         if both:
             raise ValueError(f"columns listed as both numeric and categorical: {', '.join(sorted(both))}")
@@ -123,7 +123,7 @@ class DistributionSection(Section):
 
 
 class TrainerSection(Section):
-    model: Annotated[Union[DnnModel, UserModel], Field(union_mode="left_to_right")] = Field(
+    model: Annotated[DnnModel | UserModel, Field(union_mode="left_to_right")] = Field(
         default_factory=DnnModel, description="The built-in DNN (`type: dnn`) or your own `module`."
     )
     train_steps: PositiveInt = Field(300, description="Optimizer steps.")
@@ -134,7 +134,7 @@ class TrainerSection(Section):
     distribution: DistributionSection = Field(default_factory=DistributionSection, description="Distribution strategy.")
 
     @model_validator(mode="after")
-    def _batch_divides(self) -> "TrainerSection":
+    def _batch_divides(self) -> TrainerSection:
         devices = self.distribution.devices
         if isinstance(devices, int) and self.batch_size % devices:
             raise ValueError(f"batch_size {self.batch_size} is not a multiple of distribution.devices {devices}")
@@ -146,7 +146,7 @@ class Threshold(Section):
     upper_bound: float | None = Field(None, description="The model is blessed only if the metric is at most this.")
 
     @model_validator(mode="after")
-    def _some_bound(self) -> "Threshold":
+    def _some_bound(self) -> Threshold:
         if self.lower_bound is None and self.upper_bound is None:
             raise ValueError("give lower_bound, upper_bound or both")
         if self.lower_bound is not None and self.upper_bound is not None and self.lower_bound > self.upper_bound:

@@ -7,13 +7,14 @@ Every problem is collected and raised at once as a ConfigError whose lines read
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
 from pipeline import data_source
-from pipeline.config import Config
+from pipeline.config import CLASSIFICATION_METRICS, REGRESSION_METRICS, Config
 from pipeline.errors import ConfigError, Problem
 
 
@@ -40,14 +41,14 @@ def load_config(path: str, overrides: Iterable[str] = (), check_data: bool = Tru
     except ValidationError as error:
         problems.extend(_pydantic_problems(error, lines))
         config = None
-    if config is not None:
-        problems.extend(_semantic_problems(config, lines))
-        if check_data and not problems:
-            config, data_problems = _resolve_and_check_data(config, lines)
-            problems.extend(data_problems)
+    # Checks across sections and of the data run on the raw document, so that they are
+    # reported together with the schema errors rather than after they are fixed.
+    problems.extend(_semantic_problems(raw, lines))
+    if check_data:
+        problems.extend(_data_problems(raw, lines))
     if problems:
         raise ConfigError(path, problems)
-    return config
+    return _resolve_paths(config) if check_data else config
 
 
 def _parse_yaml(path: str, text: str) -> tuple[dict[str, Any], dict[str, int]]:
@@ -132,15 +133,24 @@ def _pydantic_problems(error: ValidationError, lines: dict[str, int]) -> list[Pr
     return list(unique.values())
 
 
-def _semantic_problems(config: Config, lines: dict[str, int]) -> list[Problem]:
+def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
+    value = raw.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     """Checks across sections that a single field cannot express."""
     problems = []
-    known = config.metric_names()
-    for name in config.evaluator.thresholds:
-        if name not in known:
-            path = f"evaluator.thresholds.{name}"
-            problems.append(Problem(path, f"unknown metric for {config.data.task}; use one of: {', '.join(known)}", _line_of(path, lines)))
-    if config.pusher.enabled and not config.evaluator.thresholds:
+    data, evaluator, pusher = _section(raw, "data"), _section(raw, "evaluator"), _section(raw, "pusher")
+    task = data.get("task", "classification")
+    thresholds = evaluator.get("thresholds") or {}
+    known = REGRESSION_METRICS if task == "regression" else CLASSIFICATION_METRICS
+    if isinstance(thresholds, dict):
+        for name in thresholds:
+            if name not in known:
+                path = f"evaluator.thresholds.{name}"
+                problems.append(Problem(path, f"unknown metric for {task}; use one of: {', '.join(known)}", _line_of(path, lines)))
+    if pusher.get("enabled", True) is True and not thresholds:
         problems.append(
             Problem(
                 "pusher.enabled",
@@ -149,53 +159,65 @@ def _semantic_problems(config: Config, lines: dict[str, int]) -> list[Problem]:
                 _line_of("pusher.enabled", lines) or _line_of("evaluator", lines),
             )
         )
-    features = (config.features.numeric or []) + (config.features.categorical or [])
-    if config.data.label in features:
-        problems.append(Problem("features", f"the label {config.data.label!r} cannot also be a feature", _line_of("features", lines)))
+    features = _section(raw, "features")
+    listed = [name for kind in ("numeric", "categorical") if isinstance(features.get(kind), list) for name in features[kind]]
+    if data.get("label") in listed:
+        problems.append(Problem("features", f"the label {data['label']!r} cannot also be a feature", _line_of("features", lines)))
     return problems
 
 
-def _resolve_and_check_data(config: Config, lines: dict[str, int]) -> tuple[Config, list[Problem]]:
-    problems: list[Problem] = []
+def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
+    """`data.path` must name readable files whose columns include the label and every listed feature."""
+    data = _section(raw, "data")
+    if not isinstance(data.get("path"), str):
+        return []
+    where_path = _line_of("data.path", lines)
     try:
-        data_path = data_source.resolve_path(config.data.path)
+        data_path = data_source.resolve_path(data["path"])
     except FileNotFoundError as error:
-        return config, [Problem("data.path", str(error), _line_of("data.path", lines))]
+        return [Problem("data.path", str(error), where_path)]
     files = data_source.list_files(data_path)
     if not files:
-        return config, [Problem("data.path", f"no data file at {data_path}", _line_of("data.path", lines))]
+        return [Problem("data.path", f"no data file at {data_path}", where_path)]
+    problems: list[Problem] = []
     columns = None
     for file in files:
         try:
             file_columns = data_source.read_columns(file)
         except ValueError as error:
-            problems.append(Problem("data.path", str(error), _line_of("data.path", lines)))
+            problems.append(Problem("data.path", str(error), where_path))
             continue
         if file_columns is None:
             continue
         if columns is not None and file_columns != columns:
-            problems.append(Problem("data.path", f"{file}: columns differ from those of {files[0]}", _line_of("data.path", lines)))
+            problems.append(Problem("data.path", f"{file}: columns differ from those of {files[0]}", where_path))
         columns = columns or file_columns
-    if columns is not None:
-        where = f"columns of {files[0]}: {', '.join(columns)}"
-        if config.data.label not in columns:
-            problems.append(Problem("data.label", f"{config.data.label!r} is not a column of the data ({where})", _line_of("data.label", lines)))
-        for kind in ("numeric", "categorical"):
-            for index, name in enumerate(getattr(config.features, kind) or []):
-                if name not in columns:
-                    path = f"features.{kind}.{index}"
-                    problems.append(Problem(path, f"{name!r} is not a column of the data ({where})", _line_of(path, lines)))
-        key = config.data.sharding.key
-        if key is not None and key not in columns:
-            path = "data.sharding.key"
-            problems.append(Problem(path, f"{key!r} is not a column of the data ({where})", _line_of(path, lines)))
-    updates: dict[str, Any] = {"data": config.data.model_copy(update={"path": data_path})}
-    updates["pipeline"] = config.pipeline.model_copy(update={"output_root": data_source.resolve_path(config.pipeline.output_root)})
+    if columns is None:
+        return problems
+    where = f"columns of {files[0]}: {', '.join(columns)}"
+    named = [("data.label", data.get("label"))]
+    features = _section(raw, "features")
+    for kind in ("numeric", "categorical"):
+        if isinstance(features.get(kind), list):
+            named += [(f"features.{kind}.{index}", name) for index, name in enumerate(features[kind])]
+    named.append(("data.sharding.key", _section(data, "sharding").get("key")))
+    for path, name in named:
+        if isinstance(name, str) and name not in columns:
+            problems.append(Problem(path, f"{name!r} is not a column of the data ({where})", _line_of(path, lines)))
+    schema_path = _section(raw, "schema").get("path")
+    if isinstance(schema_path, str) and not os.path.isfile(data_source.resolve_path(schema_path)):
+        problems.append(Problem("schema.path", f"no schema file at {data_source.resolve_path(schema_path)}", _line_of("schema.path", lines)))
+    return problems
+
+
+def _resolve_paths(config: Config) -> Config:
+    """The config with its local paths made absolute, so that the pipeline does not depend on the current directory."""
+    updates: dict[str, Any] = {
+        "data": config.data.model_copy(update={"path": data_source.resolve_path(config.data.path)}),
+        "pipeline": config.pipeline.model_copy(update={"output_root": data_source.resolve_path(config.pipeline.output_root)}),
+    }
     if config.schema_.path:
-        schema_path = data_source.resolve_path(config.schema_.path)
-        if not os.path.isfile(schema_path):
-            problems.append(Problem("schema.path", f"no schema file at {schema_path}", _line_of("schema.path", lines)))
-        updates["schema_"] = config.schema_.model_copy(update={"path": schema_path})
+        updates["schema_"] = config.schema_.model_copy(update={"path": data_source.resolve_path(config.schema_.path)})
     if config.pusher.serving_dir:
         updates["pusher"] = config.pusher.model_copy(update={"serving_dir": data_source.resolve_path(config.pusher.serving_dir)})
-    return config.model_copy(update=updates), problems
+    return config.model_copy(update=updates)

@@ -1,0 +1,49 @@
+"""AnomalyGate's executor: read ExampleValidator's anomalies per split, fail or pass the schema on."""
+
+from __future__ import annotations
+
+import os
+
+from tensorflow_metadata.proto.v0 import anomalies_pb2
+from tfx import types
+from tfx.dsl.components.base import base_executor
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils
+
+from components.errors import DataError
+
+ANOMALIES_FILE = "SchemaDiff.pb"
+SCHEMA_FILE = "schema.pbtxt"
+
+
+def read_anomalies(anomalies: types.Artifact) -> list[str]:
+    """One line per anomaly: `split: feature: short description (description)`."""
+    found = []
+    for split in artifact_utils.decode_split_names(anomalies.split_names):
+        path = os.path.join(anomalies.uri, f"Split-{split}", ANOMALIES_FILE)
+        proto = anomalies_pb2.Anomalies()
+        with fileio.open(path, "rb") as handle:
+            proto.ParseFromString(handle.read())
+        for feature, info in sorted(proto.anomaly_info.items()):
+            found.append(f"{split}: {feature}: {info.short_description} ({info.description})")
+        if proto.HasField("dataset_anomaly_info"):
+            info = proto.dataset_anomaly_info
+            found.append(f"{split}: <dataset>: {info.short_description} ({info.description})")
+    return found
+
+
+class Executor(base_executor.BaseExecutor):
+    """Raises DataError listing every anomaly; otherwise copies the schema to `validated_schema`."""
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:
+        anomalies = artifact_utils.get_single_instance(input_dict["anomalies"])
+        found = read_anomalies(anomalies)
+        if found:
+            listing = "\n".join(f"  - {line}" for line in found)
+            raise DataError(
+                f"data validation found {len(found)} anomal{'y' if len(found) == 1 else 'ies'}; the run stops before "
+                f"Transform (set validation.fail_on_anomalies: false to train anyway):\n{listing}"
+            )
+        schema = artifact_utils.get_single_instance(input_dict["schema"])
+        target = artifact_utils.get_single_instance(output_dict["validated_schema"])
+        fileio.copy(os.path.join(schema.uri, SCHEMA_FILE), os.path.join(target.uri, SCHEMA_FILE), overwrite=True)

@@ -1,0 +1,101 @@
+"""The Transform step's `preprocessing_fn`, generated from the config (passed as `custom_config`).
+
+Numeric columns are z-scored with missing values filled by the mean; string (and listed
+integer-category) columns get a vocabulary with out-of-vocabulary buckets, missing values
+being a category of their own. Columns not listed are typed from their dtype when the
+config gives no feature lists. Transformed names end in `_xf`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+SUFFIX = "_xf"
+LABEL_VOCABULARY = "label_vocabulary"
+MISSING_CATEGORY = "__missing__"
+
+
+def transformed_name(name: str) -> str:
+    """The name a raw column has after Transform."""
+    return name + SUFFIX
+
+
+def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> dict[str, tf.Tensor]:
+    """Maps raw columns to model-ready tensors; see the module docstring for the rules."""
+    label = custom_config["label"]
+    numeric, categorical = feature_kinds(inputs, custom_config)
+    outputs = {}
+    for name in numeric:
+        outputs[transformed_name(name)] = _standardise(inputs[name])
+    for name in categorical:
+        outputs[transformed_name(name)] = tft.compute_and_apply_vocabulary(
+            _dense_strings(inputs[name]),
+            num_oov_buckets=custom_config.get("oov_buckets", 1),
+            vocab_filename=f"vocabulary_{name}",
+        )
+    if custom_config["task"] == "classification":
+        outputs[transformed_name(label)] = _class_ids(inputs[label])
+    else:
+        outputs[transformed_name(label)] = _dense(_as_float(inputs[label]), float("nan"))
+    return outputs
+
+
+def feature_kinds(inputs: dict[str, Any], custom_config: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The numeric and categorical input columns: as listed in the config, else inferred from dtypes."""
+    label = custom_config["label"]
+    numeric = custom_config.get("numeric")
+    categorical = custom_config.get("categorical")
+    if numeric is None and categorical is None:
+        columns = sorted(name for name in inputs if name != label)
+        numeric = [name for name in columns if inputs[name].dtype != tf.string]
+        categorical = [name for name in columns if inputs[name].dtype == tf.string]
+    return list(numeric or []), list(categorical or [])
+
+
+def _dense(x, default):
+    """A [batch] tensor from a dense, sparse or ragged column, `default` where a value is missing."""
+    if isinstance(x, tf.SparseTensor):
+        x = tft.sparse_tensor_to_dense_with_shape(x, [None, 1], default_value=default)
+    elif isinstance(x, tf.RaggedTensor):
+        x = x.to_tensor(default_value=default, shape=[None, 1])
+    if x.shape.rank == 2:
+        x = tf.squeeze(x, axis=1)
+    return x
+
+
+def _as_float(x):
+    if isinstance(x, tf.SparseTensor):
+        return tf.SparseTensor(x.indices, tf.cast(x.values, tf.float32), x.dense_shape)
+    return tf.cast(x, tf.float32)
+
+
+def _as_string(x):
+    if x.dtype == tf.string:
+        return x
+    if isinstance(x, tf.SparseTensor):
+        return tf.SparseTensor(x.indices, tf.strings.as_string(x.values), x.dense_shape)
+    return tf.strings.as_string(x)
+
+
+def _standardise(x):
+    """z-score with the mean and variance of the present values; a missing value becomes 0."""
+    values = _as_float(x)
+    mean = tft.mean(values)
+    std = tf.sqrt(tft.var(values))
+    dense = _dense(values, float("nan"))
+    filled = tf.where(tf.math.is_nan(dense), mean, dense)
+    return (filled - mean) / tf.where(std > 0, std, tf.ones_like(std))
+
+
+def _dense_strings(x):
+    return _dense(_as_string(x), MISSING_CATEGORY)
+
+
+def _class_ids(label):
+    """Class index of each row by the label vocabulary; -1 where the label is missing (weighted 0 in training)."""
+    label = _as_string(label)
+    vocabulary = tft.vocabulary(label, vocab_filename=LABEL_VOCABULARY, store_frequency=False)
+    return tft.apply_vocabulary(_dense(label, ""), vocabulary, default_value=-1)

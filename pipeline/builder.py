@@ -1,0 +1,155 @@
+"""`build_pipeline(config)`: the config becomes a TFX pipeline. Pure: no I/O, no running.
+
+ingest → statistics → schema → validation (→ anomaly gate) → transform → train → evaluate → push.
+Node ids are the stage names, so the Kubeflow UI, ML Metadata and the run summary speak
+the same words as `--until`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import tensorflow_model_analysis as tfma
+from components.example_gen.component import ShardedExampleGen
+from tfx import v1 as tfx
+from tfx.proto import pusher_pb2, trainer_pb2
+
+from components.anomaly_gate.component import AnomalyGate
+from pipeline import layout
+from pipeline.config import STAGES, Config
+
+PREPROCESSING_FN = "components.transform.preprocessing.preprocessing_fn"
+RUN_FN = "components.trainer.run_fn.run_fn"
+GATE_ID = "anomaly_gate"
+# TFMA metric class for each threshold name a config may use.
+TFMA_METRICS = {
+    "accuracy": "SparseCategoricalAccuracy",
+    "example_count": "ExampleCount",
+    "mean_squared_error": "MeanSquaredError",
+    "mean_absolute_error": "MeanAbsoluteError",
+    "root_mean_squared_error": "RootMeanSquaredError",
+}
+BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+def stage_of(node_id: str) -> str:
+    """The `--until` stage a pipeline node belongs to."""
+    return "validation" if node_id == GATE_ID else node_id
+
+
+def build_pipeline(config: Config, until: str | None = None, metadata_connection_config=None) -> tfx.dsl.Pipeline:
+    """The TFX pipeline for `config`, stopping after stage `until` (all stages when None)."""
+    last = STAGES.index(until) if until else len(STAGES) - 1
+    wanted = set(STAGES[: last + 1])
+    nodes = []
+
+    def add(stage, node):
+        node = node.with_id(stage)
+        if stage_of(stage) in wanted:
+            nodes.append(node)
+        return node
+
+    sharding = config.data.sharding
+    example_gen = add("ingest", ShardedExampleGen(
+        data_path=config.data.path, label=config.data.label, splits=dict(config.data.splits),
+        num_shards=sharding.num_shards, strategy=sharding.strategy, key=sharding.key, seed=sharding.seed,
+    ))
+    statistics = add("statistics", tfx.components.StatisticsGen(examples=example_gen.outputs["examples"]))
+    if config.schema_.path:
+        schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_.path)
+    else:
+        schema_gen = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=True)
+    schema = add("schema", schema_gen).outputs["schema"]
+    validator = add("validation", tfx.components.ExampleValidator(statistics=statistics.outputs["statistics"], schema=schema))
+    if config.validation.fail_on_anomalies:
+        schema = add(GATE_ID, AnomalyGate(anomalies=validator.outputs["anomalies"], schema=schema)).outputs["validated_schema"]
+
+    transform = add("transform", tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema,
+        preprocessing_fn=PREPROCESSING_FN,
+        custom_config=_transform_config(config),
+        disable_statistics=True,
+    ))
+    trainer = add("train", tfx.components.Trainer(
+        run_fn=RUN_FN,
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema,
+        train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
+        custom_config=_trainer_config(config),
+    ))
+    evaluator = add("evaluate", tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        eval_config=eval_config(config),
+    ))
+    if config.pusher.enabled:
+        add("push", tfx.components.Pusher(
+            model=trainer.outputs["model"],
+            model_blessing=evaluator.outputs["blessing"],
+            push_destination=pusher_pb2.PushDestination(
+                filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=layout.serving_dir(config))
+            ),
+        ))
+    return tfx.dsl.Pipeline(
+        pipeline_name=config.pipeline.name,
+        pipeline_root=layout.pipeline_root(config),
+        components=nodes,
+        enable_cache=config.pipeline.enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=BEAM_ARGS,
+    )
+
+
+def _transform_config(config: Config) -> dict:
+    return {
+        "label": config.data.label,
+        "task": config.data.task,
+        "numeric": config.features.numeric,
+        "categorical": config.features.categorical,
+        "oov_buckets": config.features.vocabulary_oov_buckets,
+    }
+
+
+def _trainer_config(config: Config) -> dict:
+    trainer = config.trainer
+    return {
+        "label": config.data.label,
+        "task": config.data.task,
+        "model": trainer.model.model_dump(),
+        "batch_size": trainer.batch_size,
+        "learning_rate": trainer.learning_rate,
+        "seed": trainer.seed,
+        "distribution": trainer.distribution.model_dump(),
+    }
+
+
+def eval_config(config: Config) -> tfma.EvalConfig:
+    """TFMA settings: metrics on the eval split, blessing only within every configured threshold."""
+    label_key = config.data.label + "_xf"
+    prediction_key = "scores" if config.data.task == "classification" else "predictions"
+    names = list(dict.fromkeys([*config.metric_names()[:1], "example_count", *config.evaluator.thresholds]))
+    metrics = []
+    for name in names:
+        bounds = config.evaluator.thresholds.get(name)
+        threshold = None
+        if bounds:
+            value = {}
+            if bounds.lower_bound is not None:
+                value["lower_bound"] = {"value": bounds.lower_bound}
+            if bounds.upper_bound is not None:
+                value["upper_bound"] = {"value": bounds.upper_bound}
+            threshold = tfma.MetricThreshold(value_threshold=tfma.GenericValueThreshold(**value))
+        metrics.append(tfma.MetricConfig(class_name=TFMA_METRICS[name], config=json.dumps({"name": name}), threshold=threshold))
+    return tfma.EvalConfig(
+        model_specs=[tfma.ModelSpec(
+            signature_name="serving_default",
+            label_key=label_key,
+            prediction_key=prediction_key,
+            preprocessing_function_names=["transform_features"],
+        )],
+        slicing_specs=[tfma.SlicingSpec()],
+        metrics_specs=[tfma.MetricsSpec(metrics=metrics)],
+    )

@@ -1,0 +1,104 @@
+"""The `dtfx` command line: validate, run, compile, schema.
+
+User errors print what and where and exit with code 2, never with a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from pipeline.config import STAGES
+from pipeline.errors import UserError
+
+EXIT_USER_ERROR = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `dtfx` console script."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("interrupted; run the same command again to resume (finished stages come from cache)", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dtfx", description="Declarative TFX pipelines from one YAML file.")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
+
+    def with_config(name: str, help_text: str) -> argparse.ArgumentParser:
+        verb = verbs.add_parser(name, help=help_text, description=help_text)
+        verb.add_argument("config", metavar="CONFIG", help="path of the YAML config")
+        verb.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                          help="override a config key, e.g. --set trainer.train_steps=100 (repeatable)")
+        return verb
+
+    validate = with_config("validate", "Check a config and its data; exit 0, or 2 listing every problem.")
+    validate.set_defaults(handler=_validate)
+
+    run = with_config("run", "Run the pipeline locally and write summary.json.")
+    run.add_argument("--until", choices=STAGES, help="stop after this stage")
+    run.add_argument("--verbose", action="store_true", help="show library logs on the console instead of the log file")
+    run.set_defaults(handler=_run)
+
+    compile_ = with_config("compile", "Compile the pipeline for Kubeflow Pipelines v2.")
+    compile_.add_argument("-o", "--output", default="pipeline.yaml", help="output file (.yaml: a bare PipelineSpec)")
+    compile_.set_defaults(handler=_compile)
+
+    schema = verbs.add_parser("schema", help="Print the JSON Schema of the config.")
+    schema.set_defaults(handler=_schema)
+    return parser
+
+
+def _validate(args) -> int:
+    from pipeline.loader import load_config
+
+    config = load_config(args.config, args.overrides)
+    print(f"{args.config}: valid (pipeline {config.pipeline.name!r}, data {config.data.path})")
+    return 0
+
+
+def _run(args) -> int:
+    from pipeline import console
+    from pipeline.loader import load_config
+
+    config = load_config(args.config, args.overrides)
+    print(f"dtfx: running pipeline {config.pipeline.name!r}" + (f" until {args.until}" if args.until else ""), flush=True)
+    from pipeline.local_runner import run_local
+
+    summary = run_local(config, until=args.until, verbose=args.verbose)
+    console.print_summary(summary, resume_command=_resume_command(args))
+    if summary["status"] == "succeeded":
+        return 0
+    return EXIT_USER_ERROR if summary["error"]["kind"] == "user" else 1
+
+
+def _resume_command(args) -> str:
+    parts = ["dtfx", "run", args.config, *(f"--set {override}" for override in args.overrides)]
+    if args.until:
+        parts += ["--until", args.until]
+    return " ".join(parts)
+
+
+def _compile(args) -> int:
+    raise UserError("`dtfx compile` (Kubeflow Pipelines) is not available yet")
+
+
+def _schema(args) -> int:
+    from pipeline.config import Config
+
+    print(json.dumps(Config.model_json_schema(by_alias=True), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

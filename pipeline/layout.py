@@ -1,0 +1,32 @@
+"""Where a pipeline's outputs land, all under `<output_root>/<pipeline name>/`."""
+
+from __future__ import annotations
+
+import os
+
+from pipeline.config import Config
+
+
+def pipeline_dir(config: Config) -> str:
+    """`<output_root>/<name>`: everything the pipeline writes locally."""
+    return os.path.join(config.pipeline.output_root, config.pipeline.name)
+
+
+def pipeline_root(config: Config) -> str:
+    """TFX artifacts, one directory per component and execution."""
+    return os.path.join(pipeline_dir(config), "artifacts")
+
+
+def metadata_path(config: Config) -> str:
+    """The SQLite ML Metadata store: executions, artifacts, cache."""
+    return os.path.join(pipeline_dir(config), "metadata.sqlite")
+
+
+def serving_dir(config: Config) -> str:
+    """Pushed model versions, one numbered directory each, as TF Serving expects."""
+    return config.pusher.serving_dir or os.path.join(pipeline_dir(config), "serving")
+
+
+def runs_dir(config: Config) -> str:
+    """One directory per `dtfx run`: summary.json and the log."""
+    return os.path.join(pipeline_dir(config), "runs")

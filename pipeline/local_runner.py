@@ -1,0 +1,139 @@
+"""Runs a config on this machine: TFX LocalDagRunner, SQLite ML Metadata, Beam DirectRunner."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+from pipeline import layout
+from pipeline.builder import build_pipeline
+from pipeline.config import Config
+from pipeline.errors import UserError
+from pipeline.run_summary import summarise
+
+SUMMARY_FILE = "summary.json"
+LOG_FILE = "dtfx.log"
+
+
+def run_local(config: Config, until: str | None = None, verbose: bool = False) -> dict[str, Any]:
+    """Runs the pipeline (up to stage `until`) and returns the run summary, also written to summary.json.
+
+    Library output goes to `dtfx.log` in the run directory unless `verbose`. A failed stage is
+    reported in the summary (`status: failed`, `error`), not raised.
+    """
+    from tfx.orchestration import metadata
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+
+    from components.errors import DataError, DeviceSetupError, TrainingError
+    from components.trainer.devices import ensure_logical_cpus
+
+    os.makedirs(layout.pipeline_dir(config), exist_ok=True)
+    run_dir = os.path.join(layout.runs_dir(config), datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
+    os.makedirs(run_dir)
+    log_path = os.path.join(run_dir, LOG_FILE)
+    connection = metadata.sqlite_metadata_connection_config(layout.metadata_path(config))
+    pipeline = build_pipeline(config, until, metadata_connection_config=connection)
+    node_ids = [node.id for node in pipeline.components]
+    summary: dict[str, Any] = {"pipeline": config.pipeline.name, "run_dir": run_dir, "log": log_path, "until": until}
+    started = time.time()
+    error = None
+    with _exclusive(config), _logs_to(log_path, verbose):
+        distribution = config.trainer.distribution
+        try:
+            if distribution.strategy == "mirrored" and isinstance(distribution.devices, int):
+                ensure_logical_cpus(distribution.devices)
+            LocalDagRunner().run(pipeline)
+        except (DataError, TrainingError, DeviceSetupError) as failure:
+            error = {"kind": "user", "message": str(failure)}
+        except Exception as failure:  # any library failure: the summary says which stage, the log has the trace
+            logging.error("stage failed:\n%s", traceback.format_exc())
+            error = {"kind": "internal", "message": f"{type(failure).__name__}: {failure}"}
+    summary.update(summarise(connection, config.pipeline.name, node_ids))
+    summary["seconds"] = round(time.time() - started, 1)
+    summary["status"] = "failed" if error else "succeeded"
+    if error:
+        summary["error"] = error
+    summary.setdefault("push", {"pushed": False})
+    if not summary["push"].get("pushed"):
+        summary["push"]["reason"] = _why_not_pushed(config, until, summary)
+    _write_json(os.path.join(run_dir, SUMMARY_FILE), summary)
+    return summary
+
+
+def _why_not_pushed(config: Config, until: str | None, summary: dict[str, Any]) -> str:
+    if not config.pusher.enabled:
+        return "pusher.enabled is false"
+    if until and until != "push":
+        return f"--until {until} stopped the run before the push stage"
+    if summary.get("error"):
+        return "a stage failed before the push"
+    evaluator = summary.get("evaluator", {})
+    if not evaluator.get("blessed", False):
+        failed = "; ".join(evaluator.get("failed_thresholds", [])) or "thresholds not met"
+        return f"the model was not blessed ({failed})"
+    return "the pusher did not push"
+
+
+@contextlib.contextmanager
+def _exclusive(config: Config) -> Iterator[None]:
+    """One run of a pipeline at a time: a second one fails at once instead of sharing the metadata store."""
+    with open(os.path.join(layout.pipeline_dir(config), ".lock"), "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(
+                f"another dtfx run of pipeline {config.pipeline.name!r} is in progress (lock {handle.name}); "
+                "wait for it to finish, then run again"
+            ) from None
+        yield
+
+
+@contextlib.contextmanager
+def _logs_to(log_path: str, verbose: bool) -> Iterator[None]:
+    """Sends library logging and everything written to stdout/stderr (TensorFlow's C++ logs too) to the log file."""
+    log = open(log_path, "a", buffering=1)
+    handler = logging.StreamHandler(log)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    if verbose:
+        try:
+            yield
+        finally:
+            root.removeHandler(handler)
+            log.close()
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+        root.removeHandler(handler)
+        log.close()
+
+
+def _write_json(path: str, content: dict[str, Any]) -> None:
+    """Writes through a temporary file and a rename, so a reader never sees half a summary."""
+    temporary = path + ".tmp"
+    with open(temporary, "w") as handle:
+        json.dump(content, handle, indent=2)
+    os.replace(temporary, path)
