@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 STAGES = ("ingest", "statistics", "schema", "validation", "transform", "train", "evaluate", "push")
 
@@ -63,12 +63,13 @@ class DataSection(Section):
     )
     sharding: ShardingSection = Field(default_factory=ShardingSection, description="How ingested rows are sharded.")
 
-    @model_validator(mode="after")
-    def _train_and_eval(self) -> DataSection:
-        missing = {"train", "eval"} - set(self.splits)
+    @field_validator("splits")
+    @classmethod
+    def _train_and_eval(cls, splits: dict[str, int]) -> dict[str, int]:
+        missing = {"train", "eval"} - set(splits)
         if missing:
             raise ValueError(f"splits must include {', '.join(sorted(missing))}")
-        return self
+        return splits
 
 
 class FeaturesSection(Section):

@@ -15,10 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from pipeline import layout
-from pipeline.builder import build_pipeline
 from pipeline.config import Config
 from pipeline.errors import UserError
-from pipeline.run_summary import summarise
 
 SUMMARY_FILE = "summary.json"
 LOG_FILE = "dtfx.log"
@@ -30,23 +28,25 @@ def run_local(config: Config, until: str | None = None, verbose: bool = False) -
     Library output goes to `dtfx.log` in the run directory unless `verbose`. A failed stage is
     reported in the summary (`status: failed`, `error`), not raised.
     """
-    from tfx.orchestration import metadata
-    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
-
-    from components.errors import DataError, DeviceSetupError, TrainingError
-    from components.trainer.devices import ensure_logical_cpus
-
     os.makedirs(layout.pipeline_dir(config), exist_ok=True)
     run_dir = os.path.join(layout.runs_dir(config), datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
     os.makedirs(run_dir)
     log_path = os.path.join(run_dir, LOG_FILE)
-    connection = metadata.sqlite_metadata_connection_config(layout.metadata_path(config))
-    pipeline = build_pipeline(config, until, metadata_connection_config=connection)
-    node_ids = [node.id for node in pipeline.components]
     summary: dict[str, Any] = {"pipeline": config.pipeline.name, "run_dir": run_dir, "log": log_path, "until": until}
     started = time.time()
     error = None
+    # TensorFlow and friends print at import time too, so they are imported inside the redirection.
     with _exclusive(config), _logs_to(log_path, verbose):
+        from tfx.orchestration import metadata
+        from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+
+        from components.errors import DataError, DeviceSetupError, TrainingError
+        from components.trainer.devices import ensure_logical_cpus
+        from pipeline.builder import build_pipeline
+        from pipeline.run_summary import summarise
+
+        connection = metadata.sqlite_metadata_connection_config(layout.metadata_path(config))
+        pipeline = build_pipeline(config, until, metadata_connection_config=connection)
         distribution = config.trainer.distribution
         try:
             if distribution.strategy == "mirrored" and isinstance(distribution.devices, int):
@@ -57,7 +57,7 @@ def run_local(config: Config, until: str | None = None, verbose: bool = False) -
         except Exception as failure:  # any library failure: the summary says which stage, the log has the trace
             logging.error("stage failed:\n%s", traceback.format_exc())
             error = {"kind": "internal", "message": f"{type(failure).__name__}: {failure}"}
-    summary.update(summarise(connection, config.pipeline.name, node_ids))
+        summary.update(summarise(connection, config.pipeline.name, [node.id for node in pipeline.components]))
     summary["seconds"] = round(time.time() - started, 1)
     summary["status"] = "failed" if error else "succeeded"
     if error:

@@ -1,0 +1,53 @@
+"""Shared test helpers: tests shrink the default config rather than invent another."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = ROOT / "pipeline_config" / "penguins.yaml"
+
+
+def default_config() -> dict:
+    """The shipped penguins config as a dict."""
+    return yaml.safe_load(DEFAULT_CONFIG.read_text())
+
+
+def set_key(config: dict, dotted: str, value) -> dict:
+    """Returns a copy of `config` with `dotted.key` set to `value`."""
+    config = copy.deepcopy(config)
+    *parents, last = dotted.split(".")
+    target = config
+    for part in parents:
+        target = target.setdefault(part, {})
+    target[last] = value
+    return config
+
+
+@pytest.fixture
+def write_config(tmp_path):
+    """Writes a config dict (default: the shipped one, outputs in tmp_path) and returns its path."""
+
+    def write(config: dict | None = None, name: str = "config.yaml", **keys) -> Path:
+        config = set_key(config or default_config(), "pipeline.output_root", str(tmp_path / "outputs"))
+        for dotted, value in keys.items():
+            config = set_key(config, dotted.replace("__", "."), value)
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
+
+    return write
+
+
+def run_dtfx(*args: str, cwd: Path | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    """Runs the `dtfx` console script of this environment, as a user would."""
+    dtfx = Path(sys.executable).parent / "dtfx"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.run([str(dtfx), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)

@@ -1,0 +1,176 @@
+"""End-to-end: real TFX pipelines run by `dtfx run` (LocalDagRunner, SQLite MLMD, Beam DirectRunner)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_dtfx
+
+pytestmark = pytest.mark.slow
+
+PENGUINS = None
+
+
+def penguin_rows() -> list[dict[str, str]]:
+    import importlib.resources
+
+    path = importlib.resources.files("palmerpenguins") / "data" / "penguins.csv"
+    with open(path) as handle:
+        return list(csv.DictReader(handle))
+
+
+def summary_of(result) -> dict:
+    line = next(line for line in result.stdout.splitlines() if line.startswith("summary: "))
+    return json.loads(Path(line.split()[1]).read_text())
+
+
+def serialized_examples(rows: list[dict[str, str]], numeric: set[str], drop: str) -> list[bytes]:
+    """Raw tf.Examples as a client would send them: missing values left out, no label."""
+    import tensorflow as tf
+
+    examples = []
+    for row in rows:
+        feature = {}
+        for name, value in row.items():
+            if name == drop or value in ("", "NA"):
+                continue
+            if name in numeric:
+                feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+            else:
+                feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+        examples.append(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return examples
+
+
+def serve(model_dir: str, examples: list[bytes]) -> dict:
+    import tensorflow as tf
+
+    signature = tf.saved_model.load(model_dir).signatures["serving_default"]
+    return {name: value.numpy() for name, value in signature(examples=tf.constant(examples)).items()}
+
+
+def test_default_config_pushes_a_servable_penguin_model_then_reuses_the_cache(write_config):
+    config = write_config()
+    first = run_dtfx("run", str(config))
+    assert first.returncode == 0, first.stdout + first.stderr
+    summary = summary_of(first)
+    assert summary["status"] == "succeeded"
+    assert [s["status"] for s in summary["stages"]] == ["ran"] * 9
+    assert summary["trainer"]["replicas"] == 2 and summary["trainer"]["examples_per_second"] > 0
+    assert summary["evaluator"]["blessed"] and summary["evaluator"]["metrics"]["accuracy"] >= 0.8
+    pushed = summary["push"]["directory"]
+    assert summary["push"]["pushed"] and (Path(pushed) / "saved_model.pb").exists()
+    assert f"pushed: {pushed}" in first.stdout
+
+    rows = penguin_rows()
+    numeric = {"bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "year"}
+    outputs = serve(pushed, serialized_examples(rows, numeric, drop="species"))
+    predicted = [value.decode() for value in outputs["predicted_class"]]
+    assert set(predicted) <= {"Adelie", "Chinstrap", "Gentoo"}
+    accuracy = sum(p == row["species"] for p, row in zip(predicted, rows)) / len(rows)
+    assert accuracy >= 0.8
+    assert outputs["scores"].shape == (len(rows), 3)
+
+    second = run_dtfx("run", str(config))
+    assert second.returncode == 0, second.stdout + second.stderr
+    again = summary_of(second)
+    assert [s["status"] for s in again["stages"]] == ["cached"] * 9
+    assert again["push"]["directory"] == pushed
+    assert len(list(Path(pushed).parent.iterdir())) == 1
+
+
+def make_mixed_csv(path: Path, rows: int = 800, seed: int = 1) -> None:
+    """Numeric and string columns with missing values; an integer class label that depends on both."""
+    rng = random.Random(seed)
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["size", "weight", "colour", "city", "label"])
+        for _ in range(rows):
+            size = rng.uniform(0, 10)
+            colour = rng.choice(["red", "green", "blue"])
+            label = int(size + (3 if colour == "red" else 0) > 6.5)
+            writer.writerow([
+                "" if rng.random() < 0.05 else f"{size:.3f}",
+                "NA" if rng.random() < 0.1 else f"{rng.gauss(50, 10):.1f}",
+                "" if rng.random() < 0.05 else colour,
+                rng.choice(["Oslo", "Lima", "Pune"]),
+                label,
+            ])
+
+
+def test_any_csv_with_missing_values_trains_from_config_alone(write_config, tmp_path):
+    data = tmp_path / "mixed.csv"
+    make_mixed_csv(data)
+    config = write_config(
+        {
+            "pipeline": {"name": "mixed"},
+            "data": {"path": str(data), "label": "label", "task": "classification"},
+            "trainer": {"train_steps": 200, "eval_steps": 4, "batch_size": 32, "distribution": {"devices": 2}},
+            "evaluator": {"thresholds": {"accuracy": {"lower_bound": 0.75}}},
+        }
+    )
+    result = run_dtfx("run", str(config))
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = summary_of(result)
+    assert summary["push"]["pushed"], summary
+    with open(data) as handle:
+        rows = list(csv.DictReader(handle))[:200]
+    outputs = serve(summary["push"]["directory"], serialized_examples(rows, {"size", "weight"}, drop="label"))
+    predicted = [int(value.decode()) for value in outputs["predicted_class"]]
+    assert sum(p == int(row["label"]) for p, row in zip(predicted, rows)) / len(rows) >= 0.75
+
+
+def test_regression_until_evaluate_reports_metrics_and_pushes_nothing(write_config, tmp_path):
+    data = tmp_path / "mixed.csv"
+    make_mixed_csv(data, rows=400)
+    config = write_config(
+        {
+            "pipeline": {"name": "weights"},
+            "data": {"path": str(data), "label": "weight", "task": "regression"},
+            "trainer": {"train_steps": 50, "eval_steps": 2, "batch_size": 32, "distribution": {"devices": 1}},
+            "evaluator": {"thresholds": {"mean_absolute_error": {"upper_bound": 1000}}},
+        }
+    )
+    result = run_dtfx("run", str(config), "--until", "evaluate")
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = summary_of(result)
+    assert [s["stage"] for s in summary["stages"] if s["status"] == "ran"][-1] == "evaluate"
+    assert summary["evaluator"]["metrics"]["mean_absolute_error"] < 1000 and summary["evaluator"]["blessed"]
+    assert not summary["push"]["pushed"] and "--until evaluate" in summary["push"]["reason"]
+    assert not (tmp_path / "outputs" / "weights" / "serving").exists()
+
+
+def test_anomalies_stop_the_run_before_transform(write_config, tmp_path):
+    data = tmp_path / "mixed.csv"
+    make_mixed_csv(data, rows=200)
+    schema = tmp_path / "schema.pbtxt"
+    schema.write_text(
+        'feature { name: "size" type: FLOAT }\n'
+        'feature { name: "weight" type: FLOAT }\n'
+        'feature { name: "colour" type: BYTES domain: "colour" }\n'
+        'feature { name: "city" type: BYTES }\n'
+        'feature { name: "label" type: INT presence { min_fraction: 1.0 } }\n'
+        'string_domain { name: "colour" value: "red" value: "blue" }\n'
+    )
+    config = write_config(
+        {
+            "pipeline": {"name": "gated"},
+            "data": {"path": str(data), "label": "label"},
+            "schema": {"path": str(schema)},
+            "evaluator": {"thresholds": {"accuracy": {"lower_bound": 0.5}}},
+        }
+    )
+    result = run_dtfx("run", str(config))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "colour" in result.stdout and "anomal" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    summary = summary_of(result)
+    status = {s["node"]: s["status"] for s in summary["stages"]}
+    assert status["anomaly_gate"] == "failed" and status["transform"] == "not_run" and status["push"] == "not_run"
+    assert not summary["push"]["pushed"]
+    assert "resume with: dtfx run" in result.stdout

@@ -1,0 +1,81 @@
+"""Unit and golden tests of the built pipeline graph (no pipeline runs here)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from pipeline.builder import build_pipeline
+from pipeline.config import STAGES, Config
+from tests.conftest import ROOT, default_config, set_key
+
+GOLDEN = ROOT / "tests" / "golden" / "penguins_graph.json"
+
+
+def make_config(**keys) -> Config:
+    raw = set_key(default_config(), "data.path", "/data/penguins.csv")
+    raw = set_key(raw, "pipeline.output_root", "/outputs")
+    for dotted, value in keys.items():
+        raw = set_key(raw, dotted.replace("__", "."), value)
+    return Config.model_validate(raw)
+
+
+def graph(pipeline) -> dict:
+    """Nodes in order, each with its component type and where each input comes from."""
+    nodes = {}
+    for component in pipeline.components:
+        inputs = {}
+        for key, channel in sorted(component.inputs.items()):
+            inputs[key] = f"{channel.producer_component_id}.{channel.output_key}"
+        nodes[component.id] = {"type": type(component).__name__, "inputs": inputs, "outputs": sorted(component.outputs)}
+    return nodes
+
+
+def test_golden_graph():
+    actual = graph(build_pipeline(make_config()))
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.write_text(json.dumps(actual, indent=2) + "\n")
+    assert actual == json.loads(GOLDEN.read_text()), "graph changed; if intended, run `make golden`"
+
+
+def test_pipeline_settings_come_from_config():
+    pipeline = build_pipeline(make_config(pipeline__enable_cache=False))
+    assert pipeline.pipeline_info.pipeline_name == "penguins"
+    assert pipeline.pipeline_info.pipeline_root == "/outputs/penguins/artifacts"
+    assert pipeline.enable_cache is False
+    trainer = next(c for c in pipeline.components if c.id == "train")
+    assert json.loads(trainer.exec_properties["train_args"])["num_steps"] == 300
+    assert json.loads(trainer.exec_properties["custom_config"])["distribution"] == {"strategy": "mirrored", "devices": 2}
+
+
+@pytest.mark.parametrize("until", STAGES)
+def test_until_stops_after_the_stage(until):
+    ids = [c.id for c in build_pipeline(make_config(), until=until).components]
+    assert ids[-1] == (until if until != "validation" else "anomaly_gate")
+    assert [s for s in STAGES if s in ids] == list(STAGES[: STAGES.index(until) + 1])
+
+
+def test_optional_stages_are_config_sections():
+    ids = [c.id for c in build_pipeline(make_config(validation__fail_on_anomalies=False, pusher__enabled=False)).components]
+    assert "anomaly_gate" not in ids and "push" not in ids
+    transform = next(c for c in build_pipeline(make_config(validation__fail_on_anomalies=False)).components if c.id == "transform")
+    assert transform.inputs["schema"].producer_component_id == "schema"
+
+
+def test_curated_schema_is_imported():
+    schema = next(c for c in build_pipeline(make_config(schema__path="/s/schema.pbtxt")).components if c.id == "schema")
+    assert type(schema).__name__ == "ImportSchemaGen"
+    assert schema.exec_properties["schema_file"] == "/s/schema.pbtxt"
+
+
+def test_thresholds_become_tfma_bounds():
+    from pipeline.builder import eval_config
+
+    config = eval_config(make_config(evaluator__thresholds={"accuracy": {"lower_bound": 0.7, "upper_bound": 0.99}}))
+    (spec,) = config.metrics_specs
+    accuracy = next(m for m in spec.metrics if m.class_name == "SparseCategoricalAccuracy")
+    assert accuracy.threshold.value_threshold.lower_bound.value == 0.7
+    assert accuracy.threshold.value_threshold.upper_bound.value == 0.99
+    assert config.model_specs[0].label_key == "species_xf"

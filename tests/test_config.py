@@ -1,0 +1,156 @@
+"""Unit tests of the config schema and loader: good configs load, bad ones list every problem."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.config import Config
+from pipeline.errors import ConfigError
+from pipeline.loader import load_config
+from tests.conftest import DEFAULT_CONFIG, ROOT, default_config, set_key
+
+
+def problems_of(path, *overrides) -> list[str]:
+    with pytest.raises(ConfigError) as raised:
+        load_config(str(path), overrides)
+    return [str(problem) for problem in raised.value.problems]
+
+
+def test_default_config_loads_with_absolute_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = load_config(str(DEFAULT_CONFIG))
+    assert config.pipeline.name == "penguins"
+    assert config.data.path.endswith("palmerpenguins/data/penguins.csv")
+    assert config.pipeline.output_root == str(tmp_path / "outputs")
+    assert config.trainer.distribution.devices == 2
+    assert config.evaluator.thresholds["accuracy"].lower_bound == 0.8
+
+
+def test_overrides_are_typed_by_the_schema(write_config):
+    config = load_config(str(write_config()), ["trainer.train_steps=12", "trainer.model.hidden_units=[4, 2]", "pipeline.enable_cache=false"])
+    assert config.trainer.train_steps == 12
+    assert config.trainer.model.hidden_units == [4, 2]
+    assert config.pipeline.enable_cache is False
+
+
+def test_defaults_fill_optional_sections(write_config):
+    config = default_config()
+    minimal = {"pipeline": {"name": "p"}, "data": config["data"] | {"sharding": {}}, "evaluator": config["evaluator"]}
+    loaded = load_config(str(write_config(minimal)))
+    assert loaded.features.numeric is None and loaded.features.categorical is None
+    assert loaded.trainer.batch_size == 64 and loaded.pusher.enabled
+
+
+def test_user_model_module(write_config):
+    config = load_config(str(write_config(trainer__model={"module": "my_models.wide.build_fn"})))
+    assert config.trainer.model.module == "my_models.wide.build_fn"
+
+
+def test_every_problem_is_reported_at_once_with_its_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "pipeline: {name: Bad_Name}\n"
+        "data:\n"
+        "  path: /no/such/data.csv\n"
+        "  label: species\n"
+        "  task: clasification\n"
+        "trainer:\n"
+        "  train_steps: -1\n"
+        "  colour: blue\n"
+        "evaluator:\n"
+        "  thresholds: {auc: {lower_bound: 0.9}}\n"
+    )
+    problems = problems_of(path)
+    assert any(p.startswith("pipeline.name (line 1):") for p in problems)
+    assert any(p.startswith("data.task (line 5): Input should be 'classification' or 'regression'") for p in problems)
+    assert any(p.startswith("trainer.train_steps (line 7):") for p in problems)
+    assert "trainer.colour (line 8): unknown key" in problems
+    assert any(p.startswith("evaluator.thresholds.auc (line 10): unknown metric") for p in problems)
+    assert "data.path (line 3): no data file at /no/such/data.csv" in problems
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("pipeline:\n  name: x\ndata: [1,\n")
+    (problem,) = problems_of(path)
+    assert problem.startswith("<yaml> (line 4): invalid YAML")
+
+
+def test_empty_file(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("# nothing yet\n")
+    assert problems_of(path) == ["<file>: the config is empty; see pipeline_config/penguins.yaml for an example"]
+
+
+def test_label_and_features_must_be_columns(write_config):
+    path = write_config(data__label="kind", features__numeric=["bill_length_mm", "wingspan"])
+    problems = problems_of(path)
+    assert any(p.startswith("data.label (line") and "'kind' is not a column of the data" in p for p in problems)
+    assert any(p.startswith("features.numeric.1 (line") and "'wingspan' is not a column" in p for p in problems)
+
+
+def test_pusher_without_threshold_is_refused(write_config):
+    (problem,) = problems_of(write_config(evaluator={"thresholds": {}}))
+    assert problem.startswith("pusher.enabled (line") and "no model would ever be pushed" in problem
+    load_config(str(write_config(evaluator={"thresholds": {}}, pusher={"enabled": False})))
+
+
+def test_out_of_range_and_cross_field_values(write_config):
+    assert any("not a multiple of distribution.devices" in p for p in problems_of(write_config(trainer__batch_size=65)))
+    assert any("lower_bound 0.9 is above upper_bound 0.1" in p
+               for p in problems_of(write_config(evaluator__thresholds={"accuracy": {"lower_bound": 0.9, "upper_bound": 0.1}})))
+    assert any(p.startswith("data.splits") and "must include eval" in p for p in problems_of(write_config(data__splits={"train": 1})))
+    assert any(p.startswith("data.sharding.num_shards") for p in problems_of(write_config(data__sharding__num_shards=0)))
+
+
+def test_bad_override_syntax(write_config):
+    problems = problems_of(write_config(), "trainer.train_steps")
+    assert problems == ["--set trainer.train_steps: expected dotted.key=value, for example trainer.train_steps=100"]
+
+
+def test_empty_csv_is_reported(write_config, tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    (problem,) = problems_of(write_config(data__path=str(empty)))
+    assert problem.startswith("data.path (line") and "the file is empty" in problem
+
+
+def test_validate_cli_exit_codes_and_output(write_config, capsys):
+    assert main(["validate", str(write_config())]) == 0
+    assert "valid" in capsys.readouterr().out
+    assert main(["validate", str(write_config(trainer__train_steps=0))]) == 2
+    err = capsys.readouterr().err
+    assert "trainer.train_steps (line" in err and "Traceback" not in err
+
+
+def test_validate_writes_nothing(write_config, tmp_path):
+    path = write_config()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["validate", str(path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_json_schema_in_repo_is_current():
+    generated = Config.model_json_schema(by_alias=True)
+    shipped = json.loads((ROOT / "pipeline_config" / "config.schema.json").read_text())
+    assert shipped == generated, "run `make schema` to regenerate pipeline_config/config.schema.json"
+
+
+def test_every_field_has_a_description():
+    def walk(schema, path):
+        for name, prop in schema.get("properties", {}).items():
+            assert prop.get("description"), f"{path}.{name} has no description"
+
+    schema = Config.model_json_schema(by_alias=True)
+    walk(schema, "config")
+    for name, definition in schema["$defs"].items():
+        walk(definition, name)
+
+
+def test_config_is_frozen():
+    config = Config.model_validate(set_key(default_config(), "data.path", "x.csv"))
+    with pytest.raises(Exception):
+        config.trainer.train_steps = 1
