@@ -1,0 +1,135 @@
+"""Numbered model versions in a TF Serving base directory, published atomically.
+
+TF Serving loads every directory of its base directory whose name is an integer as soon as
+it appears, and ignores every other name (hidden ones included). So a version is built in a
+hidden directory and then renamed to its number: on a local POSIX filesystem rename is
+atomic, and TF Serving sees either a complete version or none.
+
+Object stores (gs://, s3://) have no atomic rename: a "rename" there copies object by object,
+so a reader can list a half-copied version. Publishing there would need another completion
+signal that the serving side honours (for example every file but `saved_model.pb` first and
+that file last, as stock TFX Pusher does, or a manifest object written last), and a lease
+object instead of `flock` to keep two pushes apart. That is why only local paths (including
+mounted volumes) are accepted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import time
+import uuid
+
+from tfx.utils import io_utils
+
+SAVED_MODEL_FILE = "saved_model.pb"
+TEMP_PREFIX = ".push-"
+LOCK_FILE = ".push.lock"
+_VERSION_NAME = re.compile(r"[0-9]+")
+
+
+class ServingDirError(ValueError):
+    """The serving directory cannot hold atomically published versions (for example gs://)."""
+
+
+def check_local(serving_dir: str) -> str:
+    """`serving_dir` as an absolute local path; ServingDirError if it is empty or a remote URL."""
+    if not serving_dir:
+        raise ServingDirError("the pusher's serving_dir is empty")
+    if "://" in serving_dir:
+        raise ServingDirError(
+            f"the pusher's serving_dir {serving_dir!r} is not a local path: versions are published with an atomic "
+            "rename, which object stores do not have; use a local directory or a mounted volume"
+        )
+    return os.path.abspath(serving_dir)
+
+
+def version_number(name: str) -> int | None:
+    """The version a directory name stands for, or None when TF Serving would not load it as a version."""
+    return int(name) if _VERSION_NAME.fullmatch(name) else None
+
+
+def existing_versions(base_dir: str) -> list[int]:
+    """Every numeric name in `base_dir`, complete or not: a new version must collide with none of them."""
+    names = os.listdir(base_dir) if os.path.isdir(base_dir) else []
+    return sorted(number for number in map(version_number, names) if number is not None)
+
+
+def next_version(existing: list[int], now: int) -> int:
+    """Unix seconds, unless a version that new already exists: then one more than the newest.
+
+    Two pushes in the same second get different numbers, and versions always increase
+    (TF Serving serves the highest one), even if the clock went back.
+    """
+    return max(now, max(existing, default=-1) + 1)
+
+
+@contextlib.contextmanager
+def locked(base_dir: str):
+    """Holds an exclusive lock on `base_dir` so that only one push at a time picks a version and cleans up.
+
+    The kernel drops a `flock` when its process dies, so a crashed push never blocks later ones.
+    """
+    with open(os.path.join(base_dir, LOCK_FILE), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def remove_stale_temp_dirs(base_dir: str) -> list[str]:
+    """Removes hidden directories left by pushes that failed or crashed; returns their names.
+
+    Call it with the lock held: every push builds its hidden directory under the lock, so any
+    such directory found then belongs to a push that is over. Versions are never touched.
+    """
+    stale = sorted(name for name in os.listdir(base_dir) if name.startswith(TEMP_PREFIX))
+    for name in stale:
+        shutil.rmtree(os.path.join(base_dir, name), ignore_errors=True)
+    return stale
+
+
+def _before_rename(temp_dir: str) -> None:
+    """Called once the copy is on disk and before it becomes visible; tests replace it to inject a crash."""
+
+
+def publish(model_dir: str, base_dir: str, now: int | None = None) -> tuple[int, str]:
+    """Copies the SavedModel in `model_dir` to a new version of `base_dir`; returns (version, its path).
+
+    A failure at any point leaves at most a hidden directory (removed by the next push),
+    never a partial version.
+    """
+    os.makedirs(base_dir, exist_ok=True)
+    with locked(base_dir):
+        remove_stale_temp_dirs(base_dir)
+        version = next_version(existing_versions(base_dir), int(time.time()) if now is None else now)
+        temp_dir = os.path.join(base_dir, f"{TEMP_PREFIX}{version}-{uuid.uuid4().hex[:8]}")
+        # TFX's copy reads through tfx.dsl.io.fileio, so the model itself may be on any filesystem.
+        io_utils.copy_dir(model_dir, temp_dir)
+        _fsync_tree(temp_dir)
+        _before_rename(temp_dir)
+        target = os.path.join(base_dir, str(version))
+        os.rename(temp_dir, target)
+        # The rename is an entry in base_dir: sync it too, or a power cut could undo it.
+        _fsync(base_dir)
+    return version, target
+
+
+def _fsync_tree(root: str) -> None:
+    """Flushes every file and directory under `root` to disk, so the renamed version is not empty after a power cut."""
+    for directory, _, files in os.walk(root):
+        for name in files:
+            _fsync(os.path.join(directory, name))
+        _fsync(directory)
+
+
+def _fsync(path: str) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

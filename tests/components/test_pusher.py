@@ -1,0 +1,211 @@
+"""AtomicPusher: its executor run directly on real artifacts and a real (tiny) SavedModel."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+from tfx.types import standard_artifacts
+
+from components.pusher import executor, versions
+from components.pusher.component import AtomicPusher
+
+NOW = 1_700_000_000
+
+
+class _Doubler(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def __call__(self, x):
+        return {"y": 2.0 * x}
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A Trainer-style Model artifact: the SavedModel sits in `<uri>/Format-Serving`."""
+    artifact = standard_artifacts.Model()
+    artifact.uri = str(tmp_path_factory.mktemp("trainer"))
+    module = _Doubler()
+    tf.saved_model.save(module, os.path.join(artifact.uri, "Format-Serving"), signatures={"serving_default": module.__call__})
+    return artifact
+
+
+@pytest.fixture
+def push(model, tmp_path):
+    """Runs the executor once; returns the PushedModel artifact. Each call gets its own output uri."""
+    serving_dir = tmp_path / "serving"
+    count = iter(range(1000))
+
+    def run(blessed: int = 1, serving: str | Path = serving_dir):
+        blessing = standard_artifacts.ModelBlessing()
+        blessing.uri = str(tmp_path / "blessing")
+        blessing.set_int_custom_property("blessed", blessed)
+        pushed = standard_artifacts.PushedModel()
+        pushed.uri = str(tmp_path / f"pushed-{next(count)}")
+        executor.Executor().Do(
+            {"model": [model], "model_blessing": [blessing]}, {"pushed_model": [pushed]}, {"serving_dir": str(serving)}
+        )
+        return pushed
+
+    run.serving_dir = serving_dir
+    return run
+
+
+@pytest.fixture
+def frozen_clock(monkeypatch):
+    """Every push happens in the same second."""
+    monkeypatch.setattr(versions.time, "time", lambda: NOW + 0.5)
+
+
+def visible_versions(serving_dir: Path) -> list[str]:
+    return sorted((name for name in os.listdir(serving_dir) if not name.startswith(".")), key=int)
+
+
+def hidden_dirs(serving_dir: Path) -> list[str]:
+    return sorted(name for name in os.listdir(serving_dir) if name.startswith(".") and (serving_dir / name).is_dir())
+
+
+def tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under root with its size and modification time."""
+    return {str(path.relative_to(root)): (path.stat().st_size, path.stat().st_mtime_ns) for path in root.rglob("*")}
+
+
+def test_blessed_model_becomes_one_complete_version(push, frozen_clock):
+    pushed = push()
+
+    assert visible_versions(push.serving_dir) == [str(NOW)]
+    version_dir = push.serving_dir / str(NOW)
+    assert (version_dir / "saved_model.pb").is_file()
+    assert (version_dir / "variables").is_dir()
+    assert hidden_dirs(push.serving_dir) == []
+    assert pushed.get_int_custom_property("pushed") == 1
+    assert pushed.get_string_custom_property("pushed_destination") == str(version_dir)
+    assert pushed.get_string_custom_property("pushed_version") == str(NOW)
+    assert (Path(pushed.uri) / "saved_model.pb").is_file(), "the PushedModel artifact keeps a copy, as stock Pusher's does"
+    served = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
+    assert served(tf.constant([1.0, 2.0]))["y"].numpy().tolist() == [2.0, 4.0]
+
+
+def test_unblessed_model_leaves_the_serving_dir_untouched(push):
+    push()
+    before = tree(push.serving_dir)
+
+    pushed = push(blessed=0)
+
+    assert pushed.get_int_custom_property("pushed") == 0
+    assert not pushed.has_custom_property("pushed_destination")
+    assert tree(push.serving_dir) == before
+
+
+def test_unblessed_model_does_not_create_the_serving_dir(push):
+    push(blessed=0)
+    assert not push.serving_dir.exists()
+
+
+def test_pushes_in_the_same_second_get_distinct_increasing_versions(push, frozen_clock):
+    first, second = push(), push()
+
+    assert visible_versions(push.serving_dir) == [str(NOW), str(NOW + 1)]
+    assert [first.get_string_custom_property("pushed_version"), second.get_string_custom_property("pushed_version")] == [
+        str(NOW),
+        str(NOW + 1),
+    ]
+
+
+def test_concurrent_pushes_never_collide(push, frozen_clock):
+    threads = [threading.Thread(target=push) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert visible_versions(push.serving_dir) == [str(NOW + i) for i in range(4)]
+    assert all((push.serving_dir / name / "saved_model.pb").is_file() for name in visible_versions(push.serving_dir))
+
+
+@pytest.mark.parametrize(
+    ("existing", "now", "expected"),
+    [([], NOW, NOW), ([NOW], NOW, NOW + 1), ([3, NOW + 50], NOW, NOW + 51), ([3, 7], NOW, NOW)],
+    ids=["empty", "same-second", "clock-behind-newest", "older-versions"],
+)
+def test_next_version(existing, now, expected):
+    assert versions.next_version(existing, now) == expected
+
+
+def test_crash_between_copy_and_rename_leaves_no_partial_version(push, monkeypatch):
+    push()
+    previous = visible_versions(push.serving_dir)
+
+    def crash(temp_dir):
+        raise KeyboardInterrupt("simulated crash")
+
+    monkeypatch.setattr(versions, "_before_rename", crash)
+    with pytest.raises(KeyboardInterrupt):
+        push()
+
+    assert visible_versions(push.serving_dir) == previous, "TF Serving must still see only the previous version"
+    [leftover] = hidden_dirs(push.serving_dir)
+    assert (push.serving_dir / leftover / "saved_model.pb").is_file(), "the crash came after a complete copy"
+
+    monkeypatch.undo()
+    pushed = push()
+
+    assert pushed.get_int_custom_property("pushed") == 1
+    assert len(visible_versions(push.serving_dir)) == len(previous) + 1
+    assert hidden_dirs(push.serving_dir) == [], "the next push removes what the crashed one left"
+
+
+def test_stale_temp_dirs_are_removed_and_versions_kept(push, frozen_clock):
+    serving = push.serving_dir
+    (serving / ".push-123-dead").mkdir(parents=True)
+    (serving / ".push-123-dead" / "saved_model.pb").write_bytes(b"partial")
+    (serving / "5").mkdir()  # a partial version of some other tool: not ours to delete
+    (serving / ".other").mkdir()  # hidden, but not one of our temporary directories
+
+    push()
+
+    assert not (serving / ".push-123-dead").exists()
+    assert (serving / "5").is_dir() and (serving / ".other").is_dir()
+    assert visible_versions(serving) == ["5", str(NOW)]
+
+
+@pytest.mark.parametrize("serving_dir", ["gs://bucket/serving", "s3://bucket/serving", ""])
+def test_non_local_serving_dir_is_rejected(push, serving_dir):
+    with pytest.raises(versions.ServingDirError, match="serving_dir"):
+        push(serving=serving_dir)
+
+
+def test_model_without_saved_model_fails_before_touching_serving_dir(push, tmp_path):
+    empty = standard_artifacts.Model()
+    empty.uri = str(tmp_path / "empty-model")
+    blessing = standard_artifacts.ModelBlessing()
+    blessing.set_int_custom_property("blessed", 1)
+    pushed = standard_artifacts.PushedModel()
+    pushed.uri = str(tmp_path / "pushed")
+
+    with pytest.raises(RuntimeError, match="saved_model.pb"):
+        executor.Executor().Do(
+            {"model": [empty], "model_blessing": [blessing]}, {"pushed_model": [pushed]}, {"serving_dir": str(push.serving_dir)}
+        )
+    assert not push.serving_dir.exists()
+
+
+def test_component_interface():
+    from tfx import types
+
+    pusher = AtomicPusher(
+        model=types.Channel(type=standard_artifacts.Model),
+        model_blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+        serving_dir="/srv/models/penguins",
+    )
+    assert set(pusher.inputs) == {"model", "model_blessing"}
+    assert set(pusher.outputs) == {"pushed_model"}
+    assert pusher.exec_properties["serving_dir"] == "/srv/models/penguins"
+    with pytest.raises(versions.ServingDirError):
+        AtomicPusher(
+            model=types.Channel(type=standard_artifacts.Model),
+            model_blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+            serving_dir="gs://bucket/serving",
+        )
