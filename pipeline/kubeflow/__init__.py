@@ -1,0 +1,1 @@
+"""Kubeflow Pipelines support: checking compiled pipelines on this machine."""
