@@ -1,0 +1,58 @@
+"""BaselineModel: the last pushed model as a Model artifact, for the Evaluator's change thresholds.
+
+TFX gets the baseline with a `Resolver` (LatestBlessedModelStrategy), but Resolver nodes
+compile to resolver executors, which open-source Kubeflow Pipelines cannot run. BaselineModel
+is an ordinary container component instead: it reads the serving directory that AtomicPusher
+writes and copies its newest complete version into its `model` output.
+
+Before the first push there is nothing to copy, yet a component always publishes its output
+artifact (on Kubeflow the launcher registers every declared output, whatever the executor
+reports), so `model` is then an empty Model artifact with `has_model` = 0. Stock Evaluator
+would fail on it; BaselineAwareEvaluator is stock Evaluator with an executor that treats
+that empty artifact as no baseline (see evaluator_executor).
+"""
+
+from tfx import types
+from tfx.components import Evaluator
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.types import standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+
+from components.baseline_model import evaluator_executor, executor
+
+
+class BaselineModelSpec(ComponentSpec):
+    """The serving directory (and the candidate, for caching) in; the baseline Model out."""
+
+    PARAMETERS = {executor.SERVING_DIR_KEY: ExecutionParameter(type=str)}
+    INPUTS = {executor.CANDIDATE_KEY: ChannelParameter(type=standard_artifacts.Model)}
+    OUTPUTS = {executor.MODEL_KEY: ChannelParameter(type=standard_artifacts.Model)}
+
+
+class BaselineModel(base_component.BaseComponent):
+    """Outputs `model`: a copy of the newest complete version in `serving_dir`, or an empty artifact.
+
+    `candidate_model` (the Trainer's model) is not read. It is there because the serving
+    directory is outside TFX's view: with caching on, a component with only `serving_dir` as
+    input would be reused forever and keep reporting the serving directory of its first run.
+    Keyed on the candidate, it runs again whenever there is a new model to compare, and is
+    reused only together with the Evaluator and Pusher runs that already used its answer.
+    """
+
+    SPEC_CLASS = BaselineModelSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+    def __init__(self, serving_dir: str, candidate_model: types.BaseChannel):
+        super().__init__(
+            spec=BaselineModelSpec(
+                serving_dir=serving_dir,
+                candidate_model=candidate_model,
+                model=types.Channel(type=standard_artifacts.Model),
+            )
+        )
+
+
+class BaselineAwareEvaluator(Evaluator):
+    """Stock Evaluator (same arguments and outputs) that evaluates without a baseline when BaselineModel found none."""
+
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(evaluator_executor.Executor)

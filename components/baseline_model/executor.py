@@ -1,0 +1,70 @@
+"""BaselineModel's executor: the newest complete version of the serving directory becomes a Model artifact."""
+
+from __future__ import annotations
+
+import os
+
+from absl import logging
+from tfx.dsl.components.base import base_executor
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils
+from tfx.utils import io_utils, path_utils
+
+from components.pusher.versions import SAVED_MODEL_FILE, version_number
+
+SERVING_DIR_KEY = "serving_dir"
+CANDIDATE_KEY = "candidate_model"
+MODEL_KEY = "model"
+# Custom properties of the output, for people and tools reading ML Metadata.
+HAS_MODEL = "has_model"
+SOURCE_VERSION = "source_version"
+SOURCE_DIR = "source_dir"
+
+
+def newest_complete_version(serving_dir: str) -> tuple[int, str] | None:
+    """(version, directory) of the highest-numbered version that has a saved_model.pb, or None.
+
+    What TF Serving would serve: names that are not integers (hidden temporary directories
+    included) are skipped, and so are numbered directories without saved_model.pb (a push
+    still in progress, or one that crashed, with stock TFX Pusher).
+    """
+    if not fileio.isdir(serving_dir):
+        return None
+    numbered = []
+    for name in fileio.listdir(serving_dir):
+        number = version_number(name.rstrip("/"))  # object stores list directories with a trailing slash
+        if number is not None:
+            numbered.append((number, os.path.join(serving_dir, name.rstrip("/"))))
+    for number, directory in sorted(numbered, reverse=True):
+        if fileio.exists(os.path.join(directory, SAVED_MODEL_FILE)):
+            return number, directory
+    return None
+
+
+def contains_model(model) -> bool:
+    """Whether a Model artifact holds a SavedModel where the Evaluator looks for it."""
+    path = path_utils.serving_model_path(model.uri, path_utils.is_old_model_artifact(model))
+    return fileio.exists(os.path.join(path, SAVED_MODEL_FILE))
+
+
+class Executor(base_executor.BaseExecutor):
+    """Copies the newest pushed version into `model`; leaves `model` empty (`has_model` = 0) if there is none."""
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:
+        # candidate_model is not read: it is an input so that the cache key changes with every new candidate
+        # (see component.py).
+        serving_dir = exec_properties[SERVING_DIR_KEY]
+        baseline = artifact_utils.get_single_instance(output_dict[MODEL_KEY])
+        found = newest_complete_version(serving_dir)
+        if found is None:
+            logging.info("No pushed model in %s yet: the Evaluator runs without a baseline.", serving_dir)
+            baseline.set_int_custom_property(HAS_MODEL, 0)
+            return
+        version, source = found
+        # A copy, not a pointer: the Evaluator reads `<uri>/Format-Serving` (path_utils.serving_model_path), and
+        # the copy stays valid even if the serving directory drops that version later.
+        io_utils.copy_dir(source, path_utils.serving_model_dir(baseline.uri))
+        logging.info("Baseline: version %d from %s.", version, source)
+        baseline.set_int_custom_property(HAS_MODEL, 1)
+        baseline.set_string_custom_property(SOURCE_VERSION, str(version))
+        baseline.set_string_custom_property(SOURCE_DIR, source)
