@@ -196,19 +196,23 @@ class _TaskRunner:
         self.runs.append(TaskRun(name, "succeeded", seconds, log_path))
         return outputs, status.Status.SUCCESS
 
-    def run_importer(self, *, component_name, **kwargs):
+    def run_importer(self, *, component_name, component_spec, **kwargs):
         """Wraps kfp.local's importer: times it and sends its console output to the task's log."""
         name = _task_name(component_name)
         log_path = self.logs_dir / f"{name}.log"
         start = time.monotonic()
         with open(log_path, "w") as log, contextlib.redirect_stdout(log):
             try:
-                outputs, task_status = _kfp_run_importer(component_name=component_name, **kwargs)
+                outputs, task_status = _kfp_run_importer(component_name=component_name, component_spec=component_spec, **kwargs)
             except Exception as error:  # an unusable importer spec fails this task, as it would on Kubeflow
                 print(f"{type(error).__name__}: {error}", file=log)
                 return self._failed(name, time.monotonic() - start, log_path, "failed to import its artifact")
+        # kfp.local always calls the imported artifact "artifact" (the key kfp's own dsl.importer
+        # declares); Kubeflow's importer launcher uses the component's one declared output key,
+        # which TFX calls "result".
+        (key,) = component_spec.output_definitions.artifacts.keys()
         self.runs.append(TaskRun(name, "succeeded", time.monotonic() - start, log_path))
-        return outputs, task_status
+        return {key: outputs["artifact"]}, task_status
 
     def _as_kubeflow_passes_inputs(self, executor_input: pipeline_spec_pb2.ExecutorInput) -> None:
         """Gives input artifacts the shape Kubeflow's driver gives them: it reads them back from

@@ -1,0 +1,260 @@
+"""Rehearsals of TFX pipelines compiled for Kubeflow Pipelines v2, run without a cluster.
+
+The pipelines are compiled here with TFX's KubeflowV2DagRunner over a small CSV made here.
+Their Transform and Trainer use `preprocessing_fn` and `run_fn` below, which the task
+subprocesses import as `tests.kubeflow.test_rehearsal` (the rehearsal puts the repository
+root on their PYTHONPATH, as an image would contain the project code).
+
+Run as a module, this file is a stand-in for a TFX image whose entrypoint works around
+tensorflow/tfx#7768 (see `typed_entrypoint`).
+"""
+
+import csv
+import json
+import random
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+from kfp import compiler, dsl
+from tfx import v1 as tfx
+from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
+from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+from tfx.types import Channel, standard_artifacts
+
+from pipeline.kubeflow.rehearsal import RehearsalError, rehearse
+
+TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+TYPED_ENTRYPOINT = ["python", "-m", "tests.kubeflow.test_rehearsal"]
+BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+# --- what the compiled pipelines run -----------------------------------------------------
+
+
+def preprocessing_fn(inputs):
+    import tensorflow_transform as tft
+
+    return {
+        "x_xf": tft.scale_to_z_score(inputs["x"]),
+        "color_xf": tft.compute_and_apply_vocabulary(inputs["color"]),
+        "y": inputs["y"],
+    }
+
+
+def run_fn(fn_args):
+    """A linear model trained by plain gradient steps: no Keras model, just a SavedModel."""
+    import tensorflow as tf
+    import tensorflow_transform as tft
+    from tfx_bsl.public import tfxio
+
+    transform = tft.TFTransformOutput(fn_args.transform_output)
+    raw_spec = {name: spec for name, spec in transform.raw_feature_spec().items() if name != "y"}
+
+    class Linear(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.weights = tf.Variable(tf.zeros([3]))
+            self.transform_layer = transform.transform_features_layer()
+
+        def predict(self, features):
+            color = tf.cast(features["color_xf"], tf.float32)
+            return self.weights[0] * features["x_xf"] + self.weights[1] * color + self.weights[2]
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def serve(self, serialized):
+            return {"y": self.predict(self.transform_layer(tf.io.parse_example(serialized, raw_spec)))}
+
+    model = Linear()
+    options = tfxio.TensorFlowDatasetOptions(batch_size=16, label_key="y")
+    dataset = fn_args.data_accessor.tf_dataset_factory(fn_args.train_files, options, transform.transformed_metadata.schema)
+    for features, label in dataset.take(fn_args.train_steps):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model.predict(features) - label))
+        model.weights.assign_sub(0.1 * tape.gradient(loss, model.weights))
+    tf.saved_model.save(model, fn_args.serving_model_dir, signatures={"serving_default": model.serve})
+
+
+def typed_entrypoint(argv: list[str]) -> None:
+    """TFX's container entrypoint, after giving each input artifact the type its component declares.
+
+    Kubeflow's driver passes input artifacts without a type, and TFX 1.16's entrypoint then
+    fails (tensorflow/tfx#7768). The declared types are in `--json_serialized_inputs_spec_args`,
+    which TFX adds to the command line when compiling with `use_pipeline_spec_2_1=True`.
+    """
+    argv = list(argv)
+    invocation = argv.index("--json_serialized_invocation_args") + 1
+    declared = json.loads(argv[argv.index("--json_serialized_inputs_spec_args") + 1]).get("artifacts", {})
+    executor_input = json.loads(argv[invocation])
+    for key, artifact_list in executor_input.get("inputs", {}).get("artifacts", {}).items():
+        for artifact in artifact_list["artifacts"]:
+            artifact.setdefault("type", declared[key]["artifactType"])
+    argv[invocation] = json.dumps(executor_input)
+    sys.argv = [TFX_ENTRYPOINT, *argv]
+    runpy.run_module(TFX_ENTRYPOINT, run_name="__main__", alter_sys=True)
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def write_csv(directory: Path, rows: int = 200) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    with open(directory / "data.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["x", "color", "y"])
+        for _ in range(rows):
+            x, color = rng.random(), rng.choice(["red", "blue"])
+            writer.writerow([round(x, 4), color, round(2 * x + (color == "red"), 4)])
+    return directory
+
+
+def compile_tfx(tmp_path: Path, components: list, commands: list[str] | None = None, spec_2_1: bool = True) -> Path:
+    """Compiles `components` as a user would for Kubeflow: a bare PipelineSpec YAML."""
+    pipeline = tfx.dsl.Pipeline(
+        pipeline_name="rehearsed", pipeline_root=str(tmp_path / "compile_root"), components=components,
+        beam_pipeline_args=BEAM_ARGS,
+    )
+    config = v2.KubeflowV2DagRunnerConfig(
+        default_image="tensorflow/tfx:1.16.0", default_commands=commands, use_pipeline_spec_2_1=spec_2_1
+    )
+    v2.KubeflowV2DagRunner(config=config, output_dir=str(tmp_path), output_filename="pipeline.yaml").run(pipeline)
+    return tmp_path / "pipeline.yaml"
+
+
+def states(result) -> dict[str, str]:
+    return {task.name: task.state for task in result.tasks}
+
+
+# --- fast ---------------------------------------------------------------------------------
+
+
+def test_refuses_resolver_nodes(tmp_path):
+    example_gen = tfx.components.CsvExampleGen(input_base=str(write_csv(tmp_path / "data")))
+    resolver = tfx.dsl.Resolver(
+        strategy_class=LatestBlessedModelStrategy,
+        model=Channel(type=standard_artifacts.Model),
+        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+    spec = compile_tfx(tmp_path, [example_gen, resolver])
+
+    with pytest.raises(RehearsalError, match="latest_blessed_model_resolver.*resolver nodes only run on Vertex AI"):
+        rehearse(spec, tmp_path / "work")
+    assert not (tmp_path / "work").exists(), "nothing runs when the pipeline is refused"
+
+
+def test_refuses_pipeline_spec_2_0(tmp_path):
+    example_gen = tfx.components.CsvExampleGen(input_base=str(write_csv(tmp_path / "data")))
+    spec = compile_tfx(tmp_path, [example_gen], spec_2_1=False)
+
+    with pytest.raises(RehearsalError, match=r"'CsvExampleGen'.*constantValue.*use_pipeline_spec_2_1=True"):
+        rehearse(spec, tmp_path / "work")
+
+
+def test_importer_runs_without_a_subprocess(tmp_path):
+    importer = tfx.dsl.Importer(source_uri=str(tmp_path / "schema"), artifact_type=standard_artifacts.Schema)
+    result = rehearse(compile_tfx(tmp_path, [importer.with_id("schema_importer")]), tmp_path / "work")
+
+    assert result.success, result.message
+    assert states(result) == {"schema_importer": "succeeded"}
+
+
+@dsl.container_component
+def _write(out: dsl.Output[dsl.Artifact]):
+    # `python` is the image's interpreter; the rehearsal's is this environment's, with the repository importable.
+    script = "import sys, pipeline.kubeflow; open(sys.argv[1], 'w').write('written')"
+    return dsl.ContainerSpec(image="python:3.11", command=["python", "-c", script, out.path])
+
+
+@dsl.container_component
+def _fail(data: dsl.Input[dsl.Artifact]):
+    script = "import sys; print(open(sys.argv[1]).read(), 'then boom', file=sys.stderr); sys.exit(3)"
+    return dsl.ContainerSpec(image="python:3.11", command=["python3", "-c", script, data.path])
+
+
+@dsl.container_component
+def _never(data: dsl.Input[dsl.Artifact]):
+    return dsl.ContainerSpec(image="python:3.11", command=["python", "-c", "pass"])
+
+
+@dsl.pipeline(name="fails-midway")
+def _fails_midway():
+    written = _write()
+    failed = _fail(data=written.outputs["out"])
+    _never(data=written.outputs["out"]).after(failed)
+
+
+def test_failure_names_the_task_its_log_and_the_log_tail(tmp_path):
+    compiler.Compiler().compile(_fails_midway, str(tmp_path / "pipeline.yaml"))
+    result = rehearse(tmp_path / "pipeline.yaml", tmp_path / "work")
+
+    assert not result.success
+    assert states(result) == {"write": "succeeded", "fail": "failed", "never": "skipped"}
+    failed = result.tasks[1]
+    assert failed.log_path == tmp_path / "work" / "logs" / "fail.log"
+    assert "Task 'fail' exited with code 3" in result.message
+    assert str(failed.log_path) in result.message
+    assert "written then boom" in result.message
+    assert result.outputs_dir.parent == tmp_path / "work" / "pipeline_root"
+
+
+# --- slow: real TFX executors in subprocesses ---------------------------------------------
+
+
+@pytest.mark.slow
+def test_stock_tfx_entrypoint_fails_as_on_kubeflow(tmp_path):
+    """tensorflow/tfx#7768: TFX 1.16's entrypoint cannot read the input artifacts Kubeflow gives it."""
+    importer = tfx.dsl.Importer(
+        source_uri=str(tmp_path / "examples"), artifact_type=standard_artifacts.Examples, properties={"split_names": '["train"]'}
+    ).with_id("examples_importer")
+    statistics = tfx.components.StatisticsGen(examples=importer.outputs["result"])
+    result = rehearse(compile_tfx(tmp_path, [importer, statistics]), tmp_path / "work")
+
+    assert not result.success
+    assert states(result) == {"examples_importer": "succeeded", "StatisticsGen": "failed"}
+    assert "Task 'StatisticsGen' exited with code 1" in result.message
+    assert "UnboundLocalError" in result.message and "_retrieve_class_path" in result.message
+
+
+@pytest.mark.slow
+def test_whole_pipeline_rehearses_and_pushes_a_model(tmp_path):
+    serving = tmp_path / "serving"
+    example_gen = tfx.components.CsvExampleGen(input_base=str(write_csv(tmp_path / "data")))
+    statistics = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    schema = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"])
+    validator = tfx.components.ExampleValidator(statistics=statistics.outputs["statistics"], schema=schema.outputs["schema"])
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"], schema=schema.outputs["schema"],
+        preprocessing_fn=f"{__name__}.preprocessing_fn", disable_statistics=True,
+    )
+    trainer = tfx.components.Trainer(
+        run_fn=f"{__name__}.run_fn",
+        examples=transform.outputs["transformed_examples"], transform_graph=transform.outputs["transform_graph"],
+        schema=schema.outputs["schema"],
+        train_args=tfx.proto.TrainArgs(num_steps=20), eval_args=tfx.proto.EvalArgs(num_steps=2),
+    )
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"],
+        push_destination=tfx.proto.PushDestination(filesystem=tfx.proto.PushDestination.Filesystem(base_directory=str(serving))),
+    )
+    nodes = [example_gen, statistics, schema, validator, transform, trainer, pusher]
+    spec = compile_tfx(tmp_path, nodes, commands=TYPED_ENTRYPOINT)
+
+    result = rehearse(spec, tmp_path / "work")
+
+    assert result.success, result.message
+    assert list(states(result).values()) == ["succeeded"] * 7
+    assert all(task.log_path.is_file() for task in result.tasks)
+    out = result.outputs_dir
+    assert list((out / "CsvExampleGen" / "examples" / "Split-train").glob("*.gz"))
+    assert (out / "SchemaGen" / "schema" / "schema.pbtxt").is_file()
+    assert (out / "Transform" / "transform_graph" / "transform_fn" / "saved_model.pb").is_file()
+    assert (out / "Trainer" / "model" / "Format-Serving" / "saved_model.pb").is_file()
+    (pushed,) = serving.iterdir()
+    assert (pushed / "saved_model.pb").is_file()
+    assert any("preCacheCheck" in note for note in result.notes)
+
+
+if __name__ == "__main__":
+    typed_entrypoint(sys.argv[1:])
