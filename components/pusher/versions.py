@@ -93,11 +93,16 @@ def remove_stale_temp_dirs(base_dir: str) -> list[str]:
     return stale
 
 
+def _now() -> int:
+    """Unix seconds; tests replace it to push several times "in the same second"."""
+    return int(time.time())
+
+
 def _before_rename(temp_dir: str) -> None:
     """Called once the copy is on disk and before it becomes visible; tests replace it to inject a crash."""
 
 
-def publish(model_dir: str, base_dir: str, now: int | None = None) -> tuple[int, str]:
+def publish(model_dir: str, base_dir: str) -> tuple[int, str]:
     """Copies the SavedModel in `model_dir` to a new version of `base_dir`; returns (version, its path).
 
     A failure at any point leaves at most a hidden directory (removed by the next push),
@@ -106,7 +111,7 @@ def publish(model_dir: str, base_dir: str, now: int | None = None) -> tuple[int,
     os.makedirs(base_dir, exist_ok=True)
     with locked(base_dir):
         remove_stale_temp_dirs(base_dir)
-        version = next_version(existing_versions(base_dir), int(time.time()) if now is None else now)
+        version = next_version(existing_versions(base_dir), _now())
         temp_dir = os.path.join(base_dir, f"{TEMP_PREFIX}{version}-{uuid.uuid4().hex[:8]}")
         # TFX's copy reads through tfx.dsl.io.fileio, so the model itself may be on any filesystem.
         io_utils.copy_dir(model_dir, temp_dir)

@@ -56,7 +56,7 @@ def push(model, tmp_path):
 @pytest.fixture
 def frozen_clock(monkeypatch):
     """Every push happens in the same second."""
-    monkeypatch.setattr(versions.time, "time", lambda: NOW + 0.5)
+    monkeypatch.setattr(versions, "_now", lambda: NOW)
 
 
 def visible_versions(serving_dir: Path) -> list[str]:
