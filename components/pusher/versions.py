@@ -105,8 +105,9 @@ def _before_rename(temp_dir: str) -> None:
 def publish(model_dir: str, base_dir: str) -> tuple[int, str]:
     """Copies the SavedModel in `model_dir` to a new version of `base_dir`; returns (version, its path).
 
-    A failure at any point leaves at most a hidden directory (removed by the next push),
-    never a partial version.
+    A failure at any point leaves at most a hidden directory, never a partial version. The
+    hidden directory is not removed here: a killed process could not do it either, so the next
+    push's cleanup handles both cases.
     """
     os.makedirs(base_dir, exist_ok=True)
     with locked(base_dir):
