@@ -50,7 +50,7 @@ _kfp_run_importer = importer_handler.run_importer
 
 
 class RehearsalError(Exception):
-    """The compiled pipeline cannot be rehearsed, and open-source Kubeflow Pipelines could not run it either."""
+    """The compiled pipeline cannot be rehearsed; the message names each offending task and says why."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,8 +81,9 @@ def load_pipeline_spec(path: str | os.PathLike) -> pipeline_spec_pb2.PipelineSpe
 
 
 def check_rehearsable(spec: pipeline_spec_pb2.PipelineSpec) -> None:
-    """Raises RehearsalError, naming every offending task, for what neither kfp.local nor
-    open-source Kubeflow Pipelines can run."""
+    """Raises RehearsalError, naming every offending task, for what a rehearsal cannot run:
+    resolver nodes and deprecated constants (open-source Kubeflow cannot run those either),
+    conditions and loops (kfp.local cannot)."""
     problems = []
     for name, task, executor in _tasks(spec):
         if executor is not None and executor.WhichOneof("spec") == "resolver":
@@ -180,13 +181,21 @@ class _TaskRunner:
         os.makedirs(task_root, exist_ok=True)
         log_path = self.logs_dir / f"{name}.log"
         start = time.monotonic()
+        # kfp.local puts the task's output metadata file in the task's directory, where a pod has
+        # /tmp/kfp_outputs/output_metadata.json. TFX derives its temporary directory from that
+        # file's directory, so here each task gets its own instead of the pod's private /tmp.
+        # A pod's working directory is not where the pipeline was compiled either: run in the task's.
         with open(log_path, "w") as log:
-            # The pod's working directory is not where the pipeline was compiled: run in the task's own directory.
             returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=task_root, env=_pod_env()).returncode
         seconds = time.monotonic() - start
         if returncode != 0:
             return self._failed(name, seconds, log_path, f"exited with code {returncode}")
-        outputs = executor_output_utils.get_outputs_for_task(executor_input=executor_input, component_spec=component_spec)
+        try:
+            outputs = executor_output_utils.get_outputs_for_task(executor_input=executor_input, component_spec=component_spec)
+        except Exception as error:  # Kubeflow's launcher fails the task on unreadable output metadata too
+            with open(log_path, "a") as log:
+                print(f"{type(error).__name__}: {error}", file=log)
+            return self._failed(name, seconds, log_path, "wrote output metadata that cannot be read")
         # Kubeflow's launcher registers every declared output artifact even when the executor's
         # output metadata does not mention it; kfp.local only passes on the ones mentioned.
         for key, artifact_list in executor_input.outputs.artifacts.items():

@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from kfp import compiler, dsl
 from tfx import v1 as tfx
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
@@ -160,34 +159,37 @@ def test_importer_runs_without_a_subprocess(tmp_path):
     assert states(result) == {"schema_importer": "succeeded"}
 
 
-@dsl.container_component
-def _write(out: dsl.Output[dsl.Artifact]):
-    # `python` is the image's interpreter; the rehearsal's is this environment's, with the repository importable.
-    script = "import sys, pipeline.kubeflow; open(sys.argv[1], 'w').write('written')"
-    return dsl.ContainerSpec(image="python:3.11", command=["python", "-c", script, out.path])
+def compile_failing_kfp_pipeline(path: Path) -> Path:
+    """Three KFP container components: `write` succeeds, `fail` fails, `never` is never reached."""
+    from kfp import compiler, dsl
 
+    @dsl.container_component
+    def write(out: dsl.Output[dsl.Artifact]):
+        # `python` is the image's interpreter; the rehearsal's is this environment's, with the repository importable.
+        script = "import sys, pipeline.kubeflow; open(sys.argv[1], 'w').write('written')"
+        return dsl.ContainerSpec(image="python:3.11", command=["python", "-c", script, out.path])
 
-@dsl.container_component
-def _fail(data: dsl.Input[dsl.Artifact]):
-    script = "import sys; print(open(sys.argv[1]).read(), 'then boom', file=sys.stderr); sys.exit(3)"
-    return dsl.ContainerSpec(image="python:3.11", command=["python3", "-c", script, data.path])
+    @dsl.container_component
+    def fail(data: dsl.Input[dsl.Artifact]):
+        script = "import sys; print(open(sys.argv[1]).read(), 'then boom', file=sys.stderr); sys.exit(3)"
+        return dsl.ContainerSpec(image="python:3.11", command=["python3", "-c", script, data.path])
 
+    @dsl.container_component
+    def never(data: dsl.Input[dsl.Artifact]):
+        return dsl.ContainerSpec(image="python:3.11", command=["python", "-c", "pass"])
 
-@dsl.container_component
-def _never(data: dsl.Input[dsl.Artifact]):
-    return dsl.ContainerSpec(image="python:3.11", command=["python", "-c", "pass"])
+    @dsl.pipeline(name="fails-midway")
+    def fails_midway():
+        written = write()
+        failed = fail(data=written.outputs["out"])
+        never(data=written.outputs["out"]).after(failed)
 
-
-@dsl.pipeline(name="fails-midway")
-def _fails_midway():
-    written = _write()
-    failed = _fail(data=written.outputs["out"])
-    _never(data=written.outputs["out"]).after(failed)
+    compiler.Compiler().compile(fails_midway, str(path))
+    return path
 
 
 def test_failure_names_the_task_its_log_and_the_log_tail(tmp_path):
-    compiler.Compiler().compile(_fails_midway, str(tmp_path / "pipeline.yaml"))
-    result = rehearse(tmp_path / "pipeline.yaml", tmp_path / "work")
+    result = rehearse(compile_failing_kfp_pipeline(tmp_path / "pipeline.yaml"), tmp_path / "work")
 
     assert not result.success
     assert states(result) == {"write": "succeeded", "fail": "failed", "never": "skipped"}
@@ -219,6 +221,8 @@ def test_stock_tfx_entrypoint_fails_as_on_kubeflow(tmp_path):
 
 @pytest.mark.slow
 def test_whole_pipeline_rehearses_and_pushes_a_model(tmp_path):
+    import tensorflow_model_analysis as tfma
+
     serving = tmp_path / "serving"
     example_gen = tfx.components.CsvExampleGen(input_base=str(write_csv(tmp_path / "data")))
     statistics = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
@@ -234,23 +238,34 @@ def test_whole_pipeline_rehearses_and_pushes_a_model(tmp_path):
         schema=schema.outputs["schema"],
         train_args=tfx.proto.TrainArgs(num_steps=20), eval_args=tfx.proto.EvalArgs(num_steps=2),
     )
+    # The blessing travels from Evaluator to Pusher through the artifact metadata Kubeflow passes on.
+    at_least_one = tfma.MetricThreshold(value_threshold=tfma.GenericValueThreshold(lower_bound={"value": 1}))
+    evaluator = tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
+        eval_config=tfma.EvalConfig(
+            model_specs=[tfma.ModelSpec(signature_name="serving_default", label_key="y", prediction_key="y")],
+            metrics_specs=[tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount", threshold=at_least_one)])],
+        ),
+    )
     pusher = tfx.components.Pusher(
-        model=trainer.outputs["model"],
+        model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(filesystem=tfx.proto.PushDestination.Filesystem(base_directory=str(serving))),
     )
-    nodes = [example_gen, statistics, schema, validator, transform, trainer, pusher]
+    nodes = [example_gen, statistics, schema, validator, transform, trainer, evaluator, pusher]
     spec = compile_tfx(tmp_path, nodes, commands=TYPED_ENTRYPOINT)
 
     result = rehearse(spec, tmp_path / "work")
 
     assert result.success, result.message
-    assert list(states(result).values()) == ["succeeded"] * 7
+    assert list(states(result).values()) == ["succeeded"] * len(nodes)
     assert all(task.log_path.is_file() for task in result.tasks)
     out = result.outputs_dir
     assert list((out / "CsvExampleGen" / "examples" / "Split-train").glob("*.gz"))
     assert (out / "SchemaGen" / "schema" / "schema.pbtxt").is_file()
+    assert (out / "ExampleValidator" / "anomalies").is_dir()
     assert (out / "Transform" / "transform_graph" / "transform_fn" / "saved_model.pb").is_file()
     assert (out / "Trainer" / "model" / "Format-Serving" / "saved_model.pb").is_file()
+    assert (out / "Evaluator" / "blessing" / "BLESSED").is_file()
     (pushed,) = serving.iterdir()
     assert (pushed / "saved_model.pb").is_file()
     assert any("preCacheCheck" in note for note in result.notes)
