@@ -1,0 +1,269 @@
+"""ShardedExampleGen's executor: a Beam pipeline from data files to N gzipped TFRecord shards per split.
+
+One Beam element per file or per (file, split, shard), never per row:
+
+    files ─ Scan ─ ToList ─ Plan ─────────────────────────┐ (side input: columns, kinds, row offsets)
+    files ─ Encode: per record batch, convert, encode and ┘
+            assign split and shard (vectorised), append to part files
+          ─ (split, shard) → (file, part) ──┬─ GroupByKey ─ WriteShard (parts → one shard file)
+    every (split, shard) → nothing ─────────┘  (so that empty shards are written too)
+
+Everything is written into a hidden staging directory inside the output artifact, and the
+`Split-<name>/` directories are moved into place only when every shard is complete.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from absl import logging
+from tfx import types
+from tfx.components.util import examples_utils
+from tfx.dsl.components.base import base_beam_executor
+from tfx.dsl.io import fileio
+from tfx.proto import example_gen_pb2
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import proto_utils
+
+from components.errors import DataError
+from components.example_gen import assign, encode, sources
+from components.example_gen.options import IngestOptions
+
+FILE_PREFIX = "data_tfrecord"  # stock ExampleGen's name, so tools that glob for it find the shards
+FILE_FORMAT = "tfrecords_gzip"
+PARTS_DIR = "parts"
+COMPRESSION_LEVEL = 6  # zlib's default, as stock ExampleGen (through Beam) uses
+COPY_BUFFER_BYTES = 8 << 20
+_BEAM_STEP_SUFFIX = re.compile(r" \[while running '[^']*'\]$")
+
+
+def shard_file_name(shard: int, num_shards: int) -> str:
+    """`data_tfrecord-SSSSS-of-NNNNN.gz`, as Beam names shards."""
+    return f"{FILE_PREFIX}-{shard:05d}-of-{num_shards:05d}.gz"
+
+
+class _EncodeFile(beam.DoFn):
+    """Second pass over one file: encodes each record batch and appends its rows to part files.
+
+    There is one gzipped TFRecord part per (file, split, shard) in the staging directory;
+    only its path goes through Beam, as `((split, shard), (file index, part path))`, so the
+    encoded rows are not copied through Beam's data plane (that cost more than encoding).
+    """
+
+    def __init__(self, options: IngestOptions, split_names: list[str], split_sizes: list[int], staging_uri: str):
+        self._options = options
+        self._split_names = split_names
+        self._split_sizes = split_sizes
+        self._parts_uri = os.path.join(staging_uri, PARTS_DIR)
+
+    def process(self, indexed_path: tuple[int, str], plan: sources.Plan):
+        index, _ = indexed_path
+        scan = plan.files[index]
+        file_rows = 0
+        batches = sources.iter_records(scan) if plan.format == "tfrecord" else sources.iter_tables(scan, plan.columns)
+        with _PartWriters(self._parts_uri, index) as parts:
+            for batch in batches:
+                records, key_values = self._encode(scan, batch, plan, file_rows)
+                first_row = plan.offsets[index] + file_rows
+                for (split, shard), rows in self._assign(records, key_values, first_row, plan.total_rows):
+                    parts.write(self._split_names[split], shard, records[rows])
+                file_rows += len(records)
+        if file_rows != scan.num_rows:
+            raise DataError(f"{scan.path}: the file changed while it was read ({scan.num_rows} rows, then {file_rows}); "
+                            "run again")
+        for (split, shard), path in parts.paths.items():
+            yield (split, shard), (index, path)
+
+    def _encode(self, scan, batch, plan, first_row):
+        """(serialized examples, key column values or None) of one batch."""
+        key = self._options.key if self._options.strategy == "hash" else None
+        if plan.format == "tfrecord":
+            return batch, (_tfrecord_key(batch, key) if key else None)
+        try:
+            arrays = encode.to_feature_values(batch, plan.kinds)
+        except encode.ValueConversionError as error:
+            raise DataError(f"{sources.describe_row(scan, first_row + error.row)}: {error}") from None
+        key_values = encode.first_values(arrays[plan.columns.index(key)]) if key else None
+        return encode.encode_examples(list(plan.columns), arrays), key_values
+
+    def _assign(self, records, key_values, first_row, total_rows):
+        """Yields ((split index, shard), row indices in input order) for the non-empty groups."""
+        options = self._options
+        content = assign.content_hashes(records)
+        splits = assign.split_indices(content, self._split_sizes, options.seed)
+        row_numbers = np.arange(first_row, first_row + len(records), dtype=np.int64)
+        shard_hashes = assign.key_hashes(key_values) if key_values is not None else content
+        shards = assign.shard_indices(options.strategy, options.num_shards, options.seed, row_numbers, total_rows,
+                                      shard_hashes)
+        groups = splits * options.num_shards + shards
+        order = np.argsort(groups, kind="stable")  # stable: rows keep their input order inside a shard
+        sizes = np.bincount(groups, minlength=len(self._split_sizes) * options.num_shards)
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        for group in np.flatnonzero(sizes):
+            yield divmod(int(group), options.num_shards), order[bounds[group]:bounds[group + 1]]
+
+
+class _PartWriters:
+    """Lazily opened gzipped TFRecord writers, one per (split, shard), for one input file."""
+
+    def __init__(self, parts_uri: str, file_index: int):
+        self._parts_uri = parts_uri
+        self._file_index = file_index
+        self._writers = {}
+        self.paths: dict[tuple[str, int], str] = {}
+
+    def write(self, split: str, shard: int, records: np.ndarray) -> None:
+        writer = self._writers.get((split, shard))
+        if writer is None:
+            fileio.makedirs(self._parts_uri)
+            path = os.path.join(self._parts_uri, f"{split}.{shard:05d}.{self._file_index:06d}.gz")
+            writer = self._writers[(split, shard)] = _tfrecord_writer(path)
+            self.paths[(split, shard)] = path
+        for record in records:
+            writer.write(record)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        for writer in self._writers.values():
+            writer.close()
+
+
+class _WriteShard(beam.DoFn):
+    """Makes the shard file of one (split, shard) from its parts, in input file order.
+
+    A gzip file may hold several gzip members one after another (RFC 1952), and TensorFlow,
+    Beam and Python read such a file as one stream: the parts are concatenated as they are,
+    without compressing again. With one input file there is one part, and it is just moved.
+    """
+
+    def __init__(self, staging_uri: str, num_shards: int):
+        self._staging_uri = staging_uri
+        self._num_shards = num_shards
+
+    def process(self, element):
+        (split, shard), parts = element
+        # GroupByKey does not keep order: sorting by file index makes the bytes deterministic.
+        paths = [path for _, path in sorted(part for part in parts if part is not None)]
+        directory = os.path.join(self._staging_uri, f"Split-{split}")
+        fileio.makedirs(directory)
+        target = os.path.join(directory, shard_file_name(shard, self._num_shards))
+        if not paths:
+            _tfrecord_writer(target).close()  # a valid gzip stream of no records
+        elif len(paths) == 1:
+            fileio.rename(paths[0], target, overwrite=True)
+        else:
+            with fileio.open(target, "wb") as out:
+                for path in paths:
+                    with fileio.open(path, "rb") as part:
+                        shutil.copyfileobj(part, out, COPY_BUFFER_BYTES)
+
+
+def _tfrecord_writer(path: str):
+    import tensorflow as tf
+
+    return tf.io.TFRecordWriter(path, tf.io.TFRecordOptions(compression_type="GZIP", compression_level=COMPRESSION_LEVEL))
+
+
+def _tfrecord_key(records: np.ndarray, key: str):
+    """The key column of serialized tf.Examples (decoded for this only); null where absent."""
+    import pyarrow as pa
+    from tfx_bsl.coders import example_coder
+
+    batch = example_coder.ExamplesToRecordBatchDecoder().DecodeBatch(list(records))
+    if key not in batch.schema.names:
+        return pa.nulls(len(records))
+    return encode.first_values(batch.column(key))
+
+
+class Executor(base_beam_executor.BaseBeamExecutor):
+    """Reads the files of `input_base/pattern` and writes a sharded `Examples` artifact."""
+
+    def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
+           exec_properties: dict[str, Any]) -> None:
+        """Runs the Beam pipeline; raises DataError (naming the file and line) for unusable data."""
+        self._log_startup(input_dict, output_dict, exec_properties)
+        options = IngestOptions.from_custom_config(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
+        split_names, split_sizes = _output_splits(exec_properties)
+        _check_formats(exec_properties)
+        input_config = example_gen_pb2.Input()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
+        if len(input_config.splits) != 1:
+            raise ValueError("ShardedExampleGen reads one input split and makes the output splits itself")
+        pattern = os.path.join(exec_properties[standard_component_specs.INPUT_BASE_KEY], input_config.splits[0].pattern)
+        files = sources.list_data_files(pattern)
+        if not files:
+            raise DataError(f"{pattern}: no data file matches")
+
+        examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
+        staging = os.path.join(examples.uri, f".incomplete-{uuid.uuid4().hex}")
+        try:
+            self._run_pipeline(files, options, split_names, split_sizes, staging)
+            _publish(staging, examples.uri, split_names, options.num_shards)
+        finally:
+            if fileio.exists(staging):
+                fileio.rmtree(staging)
+
+        examples.split_names = artifact_utils.encode_split_names(split_names)
+        examples_utils.set_payload_format(examples, example_gen_pb2.FORMAT_TF_EXAMPLE)
+        examples_utils.set_file_format(examples, FILE_FORMAT)
+        logging.info("ShardedExampleGen wrote %d files into %s", len(split_names) * options.num_shards, examples.uri)
+
+    def _run_pipeline(self, files, options, split_names, split_sizes, staging):
+        try:
+            with self._make_beam_pipeline() as pipeline:
+                indexed = pipeline | "Files" >> beam.Create(list(enumerate(files)))
+                plan = (indexed
+                        | "Scan" >> beam.Map(sources.scan_file)
+                        | "Scans" >> beam.combiners.ToList()
+                        | "Plan" >> beam.Map(sources.make_plan, options.label, options.key))
+                chunks = indexed | "Encode" >> beam.ParDo(_EncodeFile(options, split_names, split_sizes, staging),
+                                                          beam.pvalue.AsSingleton(plan))
+                every_shard = pipeline | "AllShards" >> beam.Create(
+                    [((split, shard), None) for split in split_names for shard in range(options.num_shards)])
+                _ = ((chunks, every_shard)
+                     | "Flatten" >> beam.Flatten()
+                     | "ByShard" >> beam.GroupByKey()
+                     | "Write" >> beam.ParDo(_WriteShard(staging, options.num_shards)))
+        except DataError as error:
+            # Beam appends the step name to the message; the user only needs file and line.
+            raise DataError(_BEAM_STEP_SUFFIX.sub("", str(error))) from None
+
+
+def _output_splits(exec_properties: dict[str, Any]) -> tuple[list[str], list[int]]:
+    output_config = example_gen_pb2.Output()
+    proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
+    splits = output_config.split_config.splits
+    if not splits or any(split.hash_buckets < 1 for split in splits):
+        raise ValueError(f"output_config must list the splits with positive hash_buckets: {output_config}")
+    return [split.name for split in splits], [split.hash_buckets for split in splits]
+
+
+def _check_formats(exec_properties: dict[str, Any]) -> None:
+    """Only tf.Example in gzipped TFRecord is written; refuse anything else rather than mislabel it."""
+    payload = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY) or example_gen_pb2.FORMAT_TF_EXAMPLE
+    file_format = exec_properties.get(standard_component_specs.OUTPUT_FILE_FORMAT_KEY) or example_gen_pb2.FORMAT_TFRECORDS_GZIP
+    if payload != example_gen_pb2.FORMAT_TF_EXAMPLE or file_format != example_gen_pb2.FORMAT_TFRECORDS_GZIP:
+        raise ValueError("ShardedExampleGen writes tf.Examples in gzipped TFRecord files only")
+
+
+def _publish(staging: str, uri: str, split_names: list[str], num_shards: int) -> None:
+    """Moves each complete split directory from staging into place."""
+    for split in split_names:
+        source = os.path.join(staging, f"Split-{split}")
+        written = sorted(fileio.listdir(source)) if fileio.exists(source) else []
+        expected = [shard_file_name(shard, num_shards) for shard in range(num_shards)]
+        if written != expected:
+            raise RuntimeError(f"split {split}: expected shards {expected[0]} .. {expected[-1]}, found {written}")
+    for split in split_names:
+        target = os.path.join(uri, f"Split-{split}")
+        if fileio.exists(target):  # left by an earlier attempt of this same execution
+            fileio.rmtree(target)
+        fileio.rename(os.path.join(staging, f"Split-{split}"), target)

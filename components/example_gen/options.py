@@ -1,0 +1,57 @@
+"""The ingestion options that travel from the component to the executor.
+
+They are packed into `example_gen_pb2.CustomConfig` as a `google.protobuf.Struct`, so they
+are plain execution properties: part of the cache key, and visible in ML Metadata.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from google.protobuf import json_format, struct_pb2
+from tfx.proto import example_gen_pb2
+
+STRATEGIES = ("hash", "index", "block", "random")
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestOptions:
+    """What the executor needs beyond the file pattern and the output splits."""
+
+    label: str
+    num_shards: int = 4
+    strategy: str = "hash"
+    key: str | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        if not self.label:
+            raise ValueError("label must name a column")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"sharding strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
+        if not isinstance(self.num_shards, int) or not 1 <= self.num_shards <= 99999:
+            raise ValueError(f"num_shards must be an integer from 1 to 99999, not {self.num_shards!r}")
+        if not isinstance(self.seed, int):
+            raise ValueError(f"seed must be an integer, not {self.seed!r}")
+
+    def to_custom_config(self) -> example_gen_pb2.CustomConfig:
+        """The options as an `Any`-packed Struct inside a CustomConfig."""
+        struct = struct_pb2.Struct()
+        # Struct numbers are doubles: the seed goes as a string so that any int64 survives exactly.
+        struct.update({"label": self.label, "num_shards": self.num_shards, "strategy": self.strategy,
+                       "key": self.key, "seed": str(self.seed)})
+        config = example_gen_pb2.CustomConfig()
+        config.custom_config.Pack(struct)
+        return config
+
+    @classmethod
+    def from_custom_config(cls, config: example_gen_pb2.CustomConfig | str) -> IngestOptions:
+        """Reads options back from a CustomConfig or its JSON form (as found in exec_properties)."""
+        if isinstance(config, str):
+            config = json_format.Parse(config, example_gen_pb2.CustomConfig())
+        struct = struct_pb2.Struct()
+        if not config.custom_config.Unpack(struct):
+            raise ValueError(f"custom_config does not hold a Struct of ingestion options: {config}")
+        values = json_format.MessageToDict(struct)
+        return cls(label=values["label"], num_shards=int(values["num_shards"]), strategy=values["strategy"],
+                   key=values.get("key"), seed=int(values["seed"]))

@@ -1,0 +1,372 @@
+"""Reading the data files: listing, formats, the first pass (scan) and record batches (second pass).
+
+The executor reads every file twice. The scan checks a file (header, column counts, label),
+counts its rows and infers its column types; the plan then unifies all scans, so that a
+column is typed the same way in every file and batch (an int column that has one float
+anywhere becomes float everywhere). The second pass reads the same batches again and
+converts them with the planned types. CSV parsing is cheap next to encoding, so the extra
+pass costs little and no value can turn out to be of the wrong type half-way through.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import gzip
+import io
+import os
+import re
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from components.errors import DataError
+
+# Cells that mean "no value": they become features absent from the example.
+NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
+CSV_BLOCK_BYTES = 4 << 20  # one record batch per 4 MiB of CSV: few, large Beam elements
+BATCH_ROWS = 32768  # rows per record batch for Parquet and TFRecord sources
+PARQUET_SUFFIXES = (".parquet", ".pq")
+TFRECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".gz")
+
+# Column kinds, from the most specific to the most general; unifying two kinds takes the later.
+KINDS = ("null", "int", "float", "bytes")
+_RANK = {kind: rank for rank, kind in enumerate(KINDS)}
+_COLUMN_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class FileScan:
+    """What the first pass learned about one data file."""
+
+    index: int
+    path: str
+    format: str  # csv, parquet or tfrecord
+    columns: tuple[str, ...]  # header order (CSV, Parquet) or order of first appearance (TFRecord)
+    kinds: dict[str, str]
+    num_rows: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """All scans unified: one format, one column list and one kind per column for every file."""
+
+    files: tuple[FileScan, ...]
+    format: str
+    columns: tuple[str, ...]
+    kinds: dict[str, str]
+    offsets: tuple[int, ...]  # global index of each file's first row, in file order
+    total_rows: int
+
+
+def list_data_files(pattern: str) -> list[str]:
+    """The files matching `pattern`, sorted; directories and hidden files ('.', '_') skipped."""
+    from tfx.dsl.io import fileio  # the same glob as TFX's driver, which fingerprinted these files
+
+    paths = [path for path in fileio.glob(pattern) if not os.path.basename(path).startswith((".", "_"))]
+    return sorted(path for path in paths if not fileio.isdir(path))
+
+
+def file_format(path: str) -> str:
+    """csv, parquet or tfrecord, from the file name (gzipped CSV ends in .csv.gz)."""
+    lower = path.lower()
+    if lower.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    if lower.endswith(TFRECORD_SUFFIXES) and not lower.endswith(".csv.gz"):
+        return "tfrecord"
+    return "csv"
+
+
+def unify_kinds(first: str, second: str) -> str:
+    """The more general of two column kinds."""
+    return first if _RANK[first] >= _RANK[second] else second
+
+
+def scan_file(indexed_path: tuple[int, str]) -> FileScan:
+    """First pass over one file; raises DataError naming the file (and line) when it cannot be used."""
+    index, path = indexed_path
+    kind = file_format(path)
+    scanner = {"csv": _scan_csv, "parquet": _scan_parquet, "tfrecord": _scan_tfrecord}[kind]
+    columns, kinds, num_rows = scanner(path)
+    return FileScan(index=index, path=path, format=kind, columns=tuple(columns), kinds=kinds, num_rows=num_rows)
+
+
+def make_plan(scans: list[FileScan], label: str, key: str | None) -> Plan:
+    """Unifies the scans of all files; raises DataError when they do not fit together."""
+    scans = sorted(scans, key=lambda scan: scan.index)
+    first = scans[0]
+    columns = list(first.columns)
+    kinds = dict(first.kinds)
+    for scan in scans[1:]:
+        if scan.format != first.format:
+            raise DataError(f"{scan.path}: a {scan.format} file among {first.format} files ({first.path}); "
+                            "use one format for all data files")
+        if first.format != "tfrecord" and set(scan.columns) != set(columns):
+            raise DataError(f"{scan.path}, line 1: columns differ from those of {first.path}: "
+                            f"{_column_difference(scan.columns, columns)}")
+        for name, kind in scan.kinds.items():
+            previous = kinds.get(name)
+            if previous is None:
+                columns.append(name)
+            elif first.format == "tfrecord" and "null" not in (previous, kind) and previous != kind:
+                # Records are copied as they are: a feature's type cannot be changed for some files only.
+                raise DataError(f"{scan.path}: feature {name!r} is {kind} here but {previous} in earlier files")
+            kinds[name] = unify_kinds(previous or "null", kind)
+    for role, name in (("label", label), ("sharding key", key)):
+        if name is not None and name not in kinds:
+            where = first.path if first.format == "tfrecord" else f"{first.path}, line 1"
+            raise DataError(f"{where}: the {role} column {name!r} is not in the data (columns: {', '.join(columns)})")
+    offsets = tuple(int(offset) for offset in np.cumsum([0] + [scan.num_rows for scan in scans])[:-1])
+    return Plan(files=tuple(scans), format=first.format, columns=tuple(columns), kinds=kinds, offsets=offsets,
+                total_rows=sum(scan.num_rows for scan in scans))
+
+
+def iter_tables(scan: FileScan, columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    """Second pass over a CSV or Parquet file: its record batches with `columns` in this order.
+
+    CSV columns come as strings (the caller converts them to the planned kinds), Parquet
+    columns as stored.
+    """
+    if scan.format == "csv":
+        yield from _csv_batches(scan.path, list(columns))
+        return
+    for batch in _parquet_batches(scan.path):
+        yield pa.RecordBatch.from_arrays([batch.column(name) for name in columns], list(columns))
+
+
+def iter_records(scan: FileScan) -> Iterator[np.ndarray]:
+    """Second pass over a TFRecord file: arrays of serialized tf.Examples, copied unchanged."""
+    yield from _tfrecord_batches(scan.path)
+
+
+def describe_row(scan: FileScan, row: int) -> str:
+    """`file, line N` (CSV) or `file, row N` for the 0-based data row `row` of a file."""
+    if scan.format == "csv":
+        for number, (line, _) in enumerate(_csv_data_records(scan.path)):
+            if number == row:
+                return f"{scan.path}, line {line}"
+    return f"{scan.path}, row {row + 1}"
+
+
+# --- CSV -------------------------------------------------------------------------------------
+
+
+def _scan_csv(path: str) -> tuple[list[str], dict[str, str], int]:
+    names = _csv_header(path)
+    kinds = dict.fromkeys(names, "null")
+    num_rows = 0
+    for batch in _csv_batches(path, names):
+        num_rows += batch.num_rows
+        for name, column in zip(names, batch.columns, strict=True):
+            kinds[name] = _widen_string_kind(kinds[name], column)
+    if num_rows == 0:
+        raise DataError(f"{path}, line 2: the file has a header but no data rows")
+    return names, kinds, num_rows
+
+
+def _widen_string_kind(kind: str, column: pa.Array) -> str:
+    """The kind of a column of CSV strings, given the kind of the rows before: int, float or bytes.
+
+    Uses Arrow's casts, the same ones that convert the column in the second pass, so that
+    a kind inferred here always converts there.
+    """
+    if kind == "bytes" or column.null_count == len(column):
+        return kind
+    for candidate, arrow_type in (("int", pa.int64()), ("float", pa.float64())):
+        if _RANK[candidate] < _RANK[kind]:
+            continue
+        try:
+            pc.cast(column, arrow_type)
+            return candidate
+        except pa.ArrowInvalid:
+            continue
+    return "bytes"
+
+
+def _csv_header(path: str) -> list[str]:
+    try:
+        with _open_csv_text(path) as handle:
+            header = next((fields for fields in csv.reader(handle) if fields), None)
+    except FileNotFoundError:
+        raise DataError(f"{path}: the file does not exist") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise DataError(f"{path}, line 1: cannot read the CSV header ({error})") from None
+    if header is None:
+        raise DataError(f"{path}, line 1: the file is empty (it should start with a header of column names)")
+    names = [name.strip() for name in header]
+    if "" in names:
+        raise DataError(f"{path}, line 1: column {names.index('') + 1} of the header has no name")
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise DataError(f"{path}, line 1: duplicate column names in the header: {', '.join(duplicates)}")
+    return names
+
+
+def _csv_batches(path: str, names: list[str]) -> Iterator[pa.RecordBatch]:
+    """Record batches of all-string columns; a cell in NULL_VALUES becomes null."""
+    read_options = pa_csv.ReadOptions(use_threads=False, block_size=CSV_BLOCK_BYTES, column_names=names, skip_rows=1)
+    # Values may contain quoted newlines, as stock CsvExampleGen allows.
+    parse_options = pa_csv.ParseOptions(newlines_in_values=True)
+    convert_options = pa_csv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()), null_values=NULL_VALUES,
+                                            strings_can_be_null=True, quoted_strings_can_be_null=True)
+    try:
+        reader = pa_csv.open_csv(path, read_options=read_options, parse_options=parse_options,
+                                 convert_options=convert_options)
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            yield batch
+    except pa.ArrowInvalid as error:
+        raise _csv_error(path, len(names), error) from None
+    except OSError as error:
+        raise DataError(f"{path}: cannot read the file ({error})") from None
+
+
+def _csv_error(path: str, num_columns: int, error: pa.ArrowInvalid) -> DataError:
+    """A DataError for Arrow's parse error, with the line that Arrow does not report."""
+    message = str(error)
+    if _COLUMN_COUNT.search(message):
+        for line, fields in _csv_data_records(path):
+            if len(fields) != num_columns:
+                return DataError(f"{path}, line {line}: expected {num_columns} columns (as in the header), found {len(fields)}")
+    if "UTF8" in message or "UTF-8" in message:
+        line = _first_non_utf8_line(path)
+        return DataError(f"{path}, line {line}: not valid UTF-8 text; save the file as UTF-8")
+    return DataError(f"{path}: cannot parse the CSV file ({message})")
+
+
+def _csv_data_records(path: str) -> Iterator[tuple[int, list[str]]]:
+    """(first line number, fields) of every non-empty record after the header, as Arrow counts them."""
+    with _open_csv_text(path) as handle:
+        reader = csv.reader(handle)
+        next_line = 1
+        header_seen = False
+        for fields in reader:
+            line, next_line = next_line, reader.line_num + 1
+            if not fields:
+                continue  # Arrow skips empty lines too
+            if header_seen:
+                yield line, fields
+            header_seen = True
+
+
+def _first_non_utf8_line(path: str) -> int:
+    opener = gzip.open if path.lower().endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                return number
+    return 1
+
+
+def _open_csv_text(path: str) -> io.TextIOBase:
+    if path.lower().endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")
+
+
+# --- Parquet ---------------------------------------------------------------------------------
+
+
+def _scan_parquet(path: str) -> tuple[list[str], dict[str, str], int]:
+    try:
+        parquet = pq.ParquetFile(path)
+    except FileNotFoundError:
+        raise DataError(f"{path}: the file does not exist") from None
+    except Exception as error:  # pyarrow raises several types for a file that is not Parquet
+        raise DataError(f"{path}: not a readable Parquet file ({error})") from None
+    schema = parquet.schema_arrow
+    kinds = {field.name: _arrow_kind(path, field.name, field.type) for field in schema}
+    if parquet.metadata.num_rows == 0:
+        raise DataError(f"{path}: the Parquet file has no rows")
+    return list(schema.names), kinds, parquet.metadata.num_rows
+
+
+def _arrow_kind(path: str, name: str, arrow_type: pa.DataType) -> str:
+    """The feature kind of a stored Arrow type; lists of scalars are multi-valued features."""
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type):
+        arrow_type = arrow_type.value_type
+        if pa.types.is_nested(arrow_type):
+            raise DataError(f"{path}: column {name!r} has nested lists ({arrow_type}), which tf.Example cannot hold")
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    if pa.types.is_null(arrow_type):
+        return "null"
+    if pa.types.is_integer(arrow_type) or pa.types.is_boolean(arrow_type):
+        return "int"
+    if pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type):
+        return "float"
+    if pa.types.is_nested(arrow_type):
+        raise DataError(f"{path}: column {name!r} is a {arrow_type}, which tf.Example cannot hold")
+    return "bytes"  # strings, binary, dates and times (as text)
+
+
+def _parquet_batches(path: str) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS)
+    except (OSError, pa.ArrowException) as error:
+        raise DataError(f"{path}: cannot read the Parquet file ({error})") from None
+
+
+# --- TFRecord --------------------------------------------------------------------------------
+
+
+def _scan_tfrecord(path: str) -> tuple[list[str], dict[str, str], int]:
+    from tfx_bsl.coders import example_coder
+
+    decoder = example_coder.ExamplesToRecordBatchDecoder()
+    kinds: dict[str, str] = {}
+    num_rows = 0
+    for records in _tfrecord_batches(path):
+        try:
+            batch = decoder.DecodeBatch(list(records))
+        except RuntimeError as error:
+            raise DataError(f"{path}, records {num_rows + 1}-{num_rows + len(records)}: not tf.Example records ({error})") \
+                from None
+        for field in batch.schema:
+            kind = _arrow_kind(path, field.name, field.type)
+            previous = kinds.get(field.name, "null")
+            if "null" not in (previous, kind) and previous != kind:
+                raise DataError(f"{path}: feature {field.name!r} is {previous} in some records and {kind} in others")
+            kinds[field.name] = unify_kinds(previous, kind)
+        num_rows += len(records)
+    if num_rows == 0:
+        raise DataError(f"{path}: the TFRecord file has no records")
+    return list(kinds), kinds, num_rows
+
+
+def _tfrecord_batches(path: str) -> Iterator[np.ndarray]:
+    """Serialized records in batches; gzip is recognised by its magic bytes, not by the name."""
+    import tensorflow as tf
+
+    try:
+        with open(path, "rb") as handle:
+            compression = "GZIP" if handle.read(2) == b"\x1f\x8b" else ""
+    except OSError as error:
+        raise DataError(f"{path}: cannot read the file ({error})") from None
+    batches = tf.data.TFRecordDataset(path, compression_type=compression).batch(BATCH_ROWS).as_numpy_iterator()
+    count = 0
+    while True:
+        try:
+            records = next(batches)
+        except StopIteration:
+            return
+        except tf.errors.OpError as error:
+            raise DataError(f"{path}, after record {count}: not a readable TFRecord file ({error.message})") from None
+        count += len(records)
+        yield records
+
+
+def _column_difference(columns: tuple[str, ...], expected: list[str]) -> str:
+    missing = [name for name in expected if name not in columns]
+    extra = [name for name in columns if name not in expected]
+    parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"extra {', '.join(extra)}"] if extra else [])
+    return "; ".join(parts)
