@@ -78,9 +78,10 @@ def run_fn(fn_args):
 def typed_entrypoint(argv: list[str]) -> None:
     """TFX's container entrypoint, after giving each input artifact the type its component declares.
 
-    Kubeflow's driver passes input artifacts without a type, and TFX 1.16's entrypoint then
-    fails (tensorflow/tfx#7768). The declared types are in `--json_serialized_inputs_spec_args`,
-    which TFX adds to the command line when compiling with `use_pipeline_spec_2_1=True`.
+    Kubeflow's driver passes input artifacts without a type (it reads them back from ML
+    Metadata), and TFX 1.16's entrypoint then fails (tensorflow/tfx#7768). The declared types
+    are in `--json_serialized_inputs_spec_args`, which TFX adds to the command line when
+    compiling with `use_pipeline_spec_2_1=True`. A real image would ship this in its own code.
     """
     argv = list(argv)
     invocation = argv.index("--json_serialized_invocation_args") + 1
@@ -88,7 +89,7 @@ def typed_entrypoint(argv: list[str]) -> None:
     executor_input = json.loads(argv[invocation])
     for key, artifact_list in executor_input.get("inputs", {}).get("artifacts", {}).items():
         for artifact in artifact_list["artifacts"]:
-            artifact.setdefault("type", declared[key]["artifactType"])
+            artifact["type"] = declared[key]["artifactType"]
     argv[invocation] = json.dumps(executor_input)
     sys.argv = [TFX_ENTRYPOINT, *argv]
     runpy.run_module(TFX_ENTRYPOINT, run_name="__main__", alter_sys=True)
