@@ -188,15 +188,22 @@ def _widen_string_kind(kind: str, column: pa.Array) -> str:
 
 
 def _csv_header(path: str) -> list[str]:
+    # The header is decoded on its own: a text reader would decode a whole buffer and blame line 1
+    # for a bad byte further down, which the second reader then reports with its line.
     try:
-        with _open_csv_text(path) as handle:
-            header = next((fields for fields in csv.reader(handle) if fields), None)
+        with _open_binary(path) as handle:
+            line = handle.readline()
     except FileNotFoundError:
         raise DataError(f"{path}: the file does not exist") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
+    except OSError as error:
+        raise DataError(f"{path}: cannot read the file ({error})") from None
+    if not line.strip():
+        what = "is empty" if not line else "starts with an empty line"
+        raise DataError(f"{path}, line 1: the file {what} (it should start with a header of column names)")
+    try:
+        header = next(csv.reader([line.decode("utf-8-sig")]))
+    except (UnicodeDecodeError, csv.Error) as error:
         raise DataError(f"{path}, line 1: cannot read the CSV header ({error})") from None
-    if header is None:
-        raise DataError(f"{path}, line 1: the file is empty (it should start with a header of column names)")
     names = [name.strip() for name in header]
     if "" in names:
         raise DataError(f"{path}, line 1: column {names.index('') + 1} of the header has no name")
@@ -257,8 +264,7 @@ def _csv_data_records(path: str) -> Iterator[tuple[int, list[str]]]:
 
 
 def _first_non_utf8_line(path: str) -> int:
-    opener = gzip.open if path.lower().endswith(".gz") else open
-    with opener(path, "rb") as handle:
+    with _open_binary(path) as handle:
         for number, line in enumerate(handle, start=1):
             try:
                 line.decode("utf-8")
@@ -268,9 +274,12 @@ def _first_non_utf8_line(path: str) -> int:
 
 
 def _open_csv_text(path: str) -> io.TextIOBase:
-    if path.lower().endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
+    """Text for locating lines after an error: undecodable bytes are replaced, not raised."""
+    return io.TextIOWrapper(_open_binary(path), encoding="utf-8-sig", errors="replace", newline="")
+
+
+def _open_binary(path: str):
+    return gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")
 
 
 # --- Parquet ---------------------------------------------------------------------------------
