@@ -10,17 +10,24 @@ from __future__ import annotations
 import json
 
 import tensorflow_model_analysis as tfma
-from components.example_gen.component import ShardedExampleGen
 from tfx import v1 as tfx
-from tfx.proto import pusher_pb2, trainer_pb2
+from tfx.proto import trainer_pb2
 
 from components.anomaly_gate.component import AnomalyGate
+from components.baseline_model.component import BaselineAwareEvaluator, BaselineModel
+from components.example_gen.component import ShardedExampleGen
+from components.pusher.component import AtomicPusher
 from pipeline import layout
 from pipeline.config import STAGES, Config
 
 PREPROCESSING_FN = "components.transform.preprocessing.preprocessing_fn"
 RUN_FN = "components.trainer.run_fn.run_fn"
 GATE_ID = "anomaly_gate"
+BASELINE_ID = "baseline"
+# Nodes that are part of a stage without being named after it.
+STAGE_OF_NODE = {GATE_ID: "validation", BASELINE_ID: "evaluate"}
+# Metrics where a lower value is better; the others are better higher.
+LOWER_IS_BETTER = {"mean_squared_error", "mean_absolute_error", "root_mean_squared_error"}
 # TFMA metric class for each threshold name a config may use.
 TFMA_METRICS = {
     "accuracy": "SparseCategoricalAccuracy",
@@ -34,7 +41,7 @@ BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 def stage_of(node_id: str) -> str:
     """The `--until` stage a pipeline node belongs to."""
-    return "validation" if node_id == GATE_ID else node_id
+    return STAGE_OF_NODE.get(node_id, node_id)
 
 
 def build_pipeline(config: Config, until: str | None = None, metadata_connection_config=None) -> tfx.dsl.Pipeline:
@@ -50,10 +57,18 @@ def build_pipeline(config: Config, until: str | None = None, metadata_connection
         return node
 
     sharding = config.data.sharding
-    example_gen = add("ingest", ShardedExampleGen(
-        data_path=config.data.path, label=config.data.label, splits=dict(config.data.splits),
-        num_shards=sharding.num_shards, strategy=sharding.strategy, key=sharding.key, seed=sharding.seed,
-    ))
+    example_gen = add(
+        "ingest",
+        ShardedExampleGen(
+            data_path=config.data.path,
+            label=config.data.label,
+            splits=dict(config.data.splits),
+            num_shards=sharding.num_shards,
+            strategy=sharding.strategy,
+            key=sharding.key,
+            seed=sharding.seed,
+        ),
+    )
     statistics = add("statistics", tfx.components.StatisticsGen(examples=example_gen.outputs["examples"]))
     if config.schema_.path:
         schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_.path)
@@ -64,35 +79,48 @@ def build_pipeline(config: Config, until: str | None = None, metadata_connection
     if config.validation.fail_on_anomalies:
         schema = add(GATE_ID, AnomalyGate(anomalies=validator.outputs["anomalies"], schema=schema)).outputs["validated_schema"]
 
-    transform = add("transform", tfx.components.Transform(
-        examples=example_gen.outputs["examples"],
-        schema=schema,
-        preprocessing_fn=PREPROCESSING_FN,
-        custom_config=_transform_config(config),
-        disable_statistics=True,
-    ))
-    trainer = add("train", tfx.components.Trainer(
-        run_fn=RUN_FN,
-        examples=transform.outputs["transformed_examples"],
-        transform_graph=transform.outputs["transform_graph"],
-        schema=schema,
-        train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
-        eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
-        custom_config=_trainer_config(config),
-    ))
-    evaluator = add("evaluate", tfx.components.Evaluator(
-        examples=example_gen.outputs["examples"],
-        model=trainer.outputs["model"],
-        eval_config=eval_config(config),
-    ))
-    if config.pusher.enabled:
-        add("push", tfx.components.Pusher(
+    transform = add(
+        "transform",
+        tfx.components.Transform(
+            examples=example_gen.outputs["examples"],
+            schema=schema,
+            preprocessing_fn=PREPROCESSING_FN,
+            custom_config=_transform_config(config),
+            disable_statistics=True,
+        ),
+    )
+    trainer = add(
+        "train",
+        tfx.components.Trainer(
+            run_fn=RUN_FN,
+            examples=transform.outputs["transformed_examples"],
+            transform_graph=transform.outputs["transform_graph"],
+            schema=schema,
+            train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
+            eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
+            custom_config=_trainer_config(config),
+        ),
+    )
+    # The last pushed model, for change thresholds: a container step, not a Resolver (see BaselineModel).
+    baseline = add(BASELINE_ID, BaselineModel(serving_dir=layout.serving_dir(config), candidate_model=trainer.outputs["model"]))
+    evaluator = add(
+        "evaluate",
+        BaselineAwareEvaluator(
+            examples=example_gen.outputs["examples"],
             model=trainer.outputs["model"],
-            model_blessing=evaluator.outputs["blessing"],
-            push_destination=pusher_pb2.PushDestination(
-                filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=layout.serving_dir(config))
+            baseline_model=baseline.outputs["model"],
+            eval_config=eval_config(config),
+        ),
+    )
+    if config.pusher.enabled:
+        add(
+            "push",
+            AtomicPusher(
+                model=trainer.outputs["model"],
+                model_blessing=evaluator.outputs["blessing"],
+                serving_dir=layout.serving_dir(config),
             ),
-        ))
+        )
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline.name,
         pipeline_root=layout.pipeline_root(config),
@@ -134,22 +162,34 @@ def eval_config(config: Config) -> tfma.EvalConfig:
     metrics = []
     for name in names:
         bounds = config.evaluator.thresholds.get(name)
-        threshold = None
-        if bounds:
-            value = {}
-            if bounds.lower_bound is not None:
-                value["lower_bound"] = {"value": bounds.lower_bound}
-            if bounds.upper_bound is not None:
-                value["upper_bound"] = {"value": bounds.upper_bound}
-            threshold = tfma.MetricThreshold(value_threshold=tfma.GenericValueThreshold(**value))
+        threshold = _threshold(name, bounds) if bounds else None
         metrics.append(tfma.MetricConfig(class_name=TFMA_METRICS[name], config=json.dumps({"name": name}), threshold=threshold))
     return tfma.EvalConfig(
-        model_specs=[tfma.ModelSpec(
-            signature_name="serving_default",
-            label_key=label_key,
-            prediction_key=prediction_key,
-            preprocessing_function_names=["transform_features"],
-        )],
+        model_specs=[
+            tfma.ModelSpec(
+                signature_name="serving_default",
+                label_key=label_key,
+                prediction_key=prediction_key,
+                preprocessing_function_names=["transform_features"],
+            )
+        ],
         slicing_specs=[tfma.SlicingSpec()],
         metrics_specs=[tfma.MetricsSpec(metrics=metrics)],
     )
+
+
+def _threshold(name: str, bounds) -> tfma.MetricThreshold:
+    value, change = {}, None
+    if bounds.lower_bound is not None:
+        value["lower_bound"] = {"value": bounds.lower_bound}
+    if bounds.upper_bound is not None:
+        value["upper_bound"] = {"value": bounds.upper_bound}
+    if bounds.max_regression is not None:
+        # TFMA compares candidate - baseline strictly; the epsilon lets an equal model pass at 0.
+        allowed = bounds.max_regression + 1e-10
+        lower_better = name in LOWER_IS_BETTER
+        change = tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.LOWER_IS_BETTER if lower_better else tfma.MetricDirection.HIGHER_IS_BETTER,
+            absolute={"value": allowed if lower_better else -allowed},
+        )
+    return tfma.MetricThreshold(value_threshold=tfma.GenericValueThreshold(**value) if value else None, change_threshold=change)

@@ -38,8 +38,14 @@ def _parser() -> argparse.ArgumentParser:
     def with_config(name: str, help_text: str) -> argparse.ArgumentParser:
         verb = verbs.add_parser(name, help=help_text, description=help_text)
         verb.add_argument("config", metavar="CONFIG", help="path of the YAML config")
-        verb.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                          help="override a config key, e.g. --set trainer.train_steps=100 (repeatable)")
+        verb.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a config key, e.g. --set trainer.train_steps=100 (repeatable)",
+        )
         return verb
 
     validate = with_config("validate", "Check a config and its data; exit 0, or 2 listing every problem.")

@@ -145,11 +145,17 @@ class TrainerSection(Section):
 class Threshold(Section):
     lower_bound: float | None = Field(None, description="The model is blessed only if the metric is at least this.")
     upper_bound: float | None = Field(None, description="The model is blessed only if the metric is at most this.")
+    max_regression: float | None = Field(
+        None,
+        ge=0,
+        description="The model is blessed only if the metric is not worse than that of the last pushed model by more "
+        "than this (0: at least as good). Ignored while nothing has been pushed.",
+    )
 
     @model_validator(mode="after")
     def _some_bound(self) -> Threshold:
-        if self.lower_bound is None and self.upper_bound is None:
-            raise ValueError("give lower_bound, upper_bound or both")
+        if self.lower_bound is None and self.upper_bound is None and self.max_regression is None:
+            raise ValueError("give lower_bound, upper_bound, max_regression or several")
         if self.lower_bound is not None and self.upper_bound is not None and self.lower_bound > self.upper_bound:
             raise ValueError(f"lower_bound {self.lower_bound} is above upper_bound {self.upper_bound}")
         return self
@@ -165,9 +171,7 @@ class EvaluatorSection(Section):
 
 class PusherSection(Section):
     enabled: bool = Field(True, description="Push a blessed model to the serving directory.")
-    serving_dir: str | None = Field(
-        None, description="Where pushed versions go; null means `<output_root>/<name>/serving`."
-    )
+    serving_dir: str | None = Field(None, description="Where pushed versions go; null means `<output_root>/<name>/serving`.")
 
 
 class Config(Section):

@@ -16,8 +16,10 @@ def print_summary(summary: dict[str, Any], resume_command: str) -> None:
         print(f"{label:<12} {stage['status']:<8} {stage['seconds']:>8.1f}")
     trainer = summary.get("trainer")
     if trainer:
-        print(f"trainer: {trainer['replicas']} replica(s) ({trainer['strategy']}), "
-              f"{trainer['examples_per_second']:.0f} examples/s, {trainer['train_steps']} steps")
+        print(
+            f"trainer: {trainer['replicas']} replica(s) ({trainer['strategy']}), "
+            f"{trainer['examples_per_second']:.0f} examples/s, {trainer['train_steps']} steps"
+        )
     evaluator = summary.get("evaluator")
     if evaluator:
         metrics = ", ".join(f"{name} {value:.4g}" for name, value in sorted(evaluator["metrics"].items()))

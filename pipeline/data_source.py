@@ -24,7 +24,7 @@ def resolve_path(path: str, base_dir: str | None = None) -> str:
     Relative paths are taken from `base_dir`, else from the current directory.
     """
     if path.startswith(PACKAGE_SCHEME):
-        package, _, relative = path[len(PACKAGE_SCHEME):].partition("/")
+        package, _, relative = path[len(PACKAGE_SCHEME) :].partition("/")
         try:
             root = importlib.resources.files(package)
         except ModuleNotFoundError:

@@ -149,7 +149,9 @@ def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Probl
         for name in thresholds:
             if name not in known:
                 path = f"evaluator.thresholds.{name}"
-                problems.append(Problem(path, f"unknown metric for {task}; use one of: {', '.join(known)}", _line_of(path, lines)))
+                problems.append(
+                    Problem(path, f"unknown metric for {task}; use one of: {', '.join(known)}", _line_of(path, lines))
+                )
     if pusher.get("enabled", True) is True and not thresholds:
         problems.append(
             Problem(
@@ -157,6 +159,16 @@ def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Probl
                 "the pusher is enabled but evaluator.thresholds is empty, so no model would ever be pushed; "
                 "add a threshold such as evaluator.thresholds.accuracy.lower_bound or set pusher.enabled: false",
                 _line_of("pusher.enabled", lines) or _line_of("evaluator", lines),
+            )
+        )
+    serving_dir = pusher.get("serving_dir")
+    if isinstance(serving_dir, str) and "://" in serving_dir:
+        problems.append(
+            Problem(
+                "pusher.serving_dir",
+                "must be a local or mounted directory (a push is an atomic rename, "
+                "which object stores such as gs:// do not have)",
+                _line_of("pusher.serving_dir", lines),
             )
         )
     features = _section(raw, "features")
@@ -206,7 +218,9 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
             problems.append(Problem(path, f"{name!r} is not a column of the data ({where})", _line_of(path, lines)))
     schema_path = _section(raw, "schema").get("path")
     if isinstance(schema_path, str) and not os.path.isfile(data_source.resolve_path(schema_path)):
-        problems.append(Problem("schema.path", f"no schema file at {data_source.resolve_path(schema_path)}", _line_of("schema.path", lines)))
+        problems.append(
+            Problem("schema.path", f"no schema file at {data_source.resolve_path(schema_path)}", _line_of("schema.path", lines))
+        )
     return problems
 
 

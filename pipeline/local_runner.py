@@ -40,7 +40,7 @@ def run_local(config: Config, until: str | None = None, verbose: bool = False) -
         from tfx.orchestration import metadata
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-        from components.errors import DataError, DeviceSetupError, TrainingError
+        from components.errors import StepError
         from components.trainer.devices import ensure_logical_cpus
         from pipeline.builder import build_pipeline
         from pipeline.run_summary import summarise
@@ -52,7 +52,7 @@ def run_local(config: Config, until: str | None = None, verbose: bool = False) -
             if distribution.strategy == "mirrored" and isinstance(distribution.devices, int):
                 ensure_logical_cpus(distribution.devices)
             LocalDagRunner().run(pipeline)
-        except (DataError, TrainingError, DeviceSetupError) as failure:
+        except StepError as failure:
             error = {"kind": "user", "message": str(failure)}
         except Exception as failure:  # any library failure: the summary says which stage, the log has the trace
             logging.error("stage failed:\n%s", traceback.format_exc())

@@ -34,8 +34,9 @@ def summarise(connection_config, pipeline_name: str, node_ids: list[str]) -> dic
         execution = max(executions, key=lambda e: e.id)
         status = STATUS.get(execution.last_known_state, "failed")
         seconds = (execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000
-        summary["stages"].append({"stage": stage_of(node), "node": node, "status": status, "cached": status == "cached",
-                                  "seconds": round(seconds, 1)})
+        summary["stages"].append(
+            {"stage": stage_of(node), "node": node, "status": status, "cached": status == "cached", "seconds": round(seconds, 1)}
+        )
         if status in ("ran", "cached"):
             outputs = _outputs(store, execution.id)
             if node == "train":
@@ -77,14 +78,18 @@ def _evaluator(outputs) -> dict[str, Any]:
         if per_slice.slice_key.single_slice_keys:
             continue
         for item in per_slice.metric_keys_and_values:
-            if item.value.HasField("double_value"):
+            # With a baseline, TFMA also writes the baseline's value and the difference under the same name.
+            if item.key.model_name in ("", "candidate") and not item.key.is_diff and item.value.HasField("double_value"):
                 metrics[item.key.name] = round(item.value.double_value.value, 6)
     failures = []
     if evaluation:
         result = tfma.load_validation_result(evaluation.uri)
         for per_slice in result.metric_validations_per_slice:
             for failure in per_slice.failures:
-                failures.append(f"{failure.metric_key.name} = {failure.metric_value.double_value.value:.4g}: {failure.message}")
+                kind = "change against the last pushed model" if failure.metric_key.is_diff else "value"
+                failures.append(
+                    f"{failure.metric_key.name} ({kind}) = {failure.metric_value.double_value.value:.4g}: {failure.message}"
+                )
     blessed = bool(blessing and blessing.custom_properties["blessed"].int_value) if blessing else False
     return {"metrics": metrics, "blessed": blessed, "failed_thresholds": failures}
 

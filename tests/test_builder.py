@@ -60,7 +60,9 @@ def test_until_stops_after_the_stage(until):
 def test_optional_stages_are_config_sections():
     ids = [c.id for c in build_pipeline(make_config(validation__fail_on_anomalies=False, pusher__enabled=False)).components]
     assert "anomaly_gate" not in ids and "push" not in ids
-    transform = next(c for c in build_pipeline(make_config(validation__fail_on_anomalies=False)).components if c.id == "transform")
+    transform = next(
+        c for c in build_pipeline(make_config(validation__fail_on_anomalies=False)).components if c.id == "transform"
+    )
     assert transform.inputs["schema"].producer_component_id == "schema"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from pipeline.cli import main
 from pipeline.config import Config
@@ -30,7 +31,9 @@ def test_default_config_loads_with_absolute_paths(tmp_path, monkeypatch):
 
 
 def test_overrides_are_typed_by_the_schema(write_config):
-    config = load_config(str(write_config()), ["trainer.train_steps=12", "trainer.model.hidden_units=[4, 2]", "pipeline.enable_cache=false"])
+    config = load_config(
+        str(write_config()), ["trainer.train_steps=12", "trainer.model.hidden_units=[4, 2]", "pipeline.enable_cache=false"]
+    )
     assert config.trainer.train_steps == 12
     assert config.trainer.model.hidden_units == [4, 2]
     assert config.pipeline.enable_cache is False
@@ -100,9 +103,13 @@ def test_pusher_without_threshold_is_refused(write_config):
 
 def test_out_of_range_and_cross_field_values(write_config):
     assert any("not a multiple of distribution.devices" in p for p in problems_of(write_config(trainer__batch_size=65)))
-    assert any("lower_bound 0.9 is above upper_bound 0.1" in p
-               for p in problems_of(write_config(evaluator__thresholds={"accuracy": {"lower_bound": 0.9, "upper_bound": 0.1}})))
-    assert any(p.startswith("data.splits") and "must include eval" in p for p in problems_of(write_config(data__splits={"train": 1})))
+    assert any(
+        "lower_bound 0.9 is above upper_bound 0.1" in p
+        for p in problems_of(write_config(evaluator__thresholds={"accuracy": {"lower_bound": 0.9, "upper_bound": 0.1}}))
+    )
+    assert any(
+        p.startswith("data.splits") and "must include eval" in p for p in problems_of(write_config(data__splits={"train": 1}))
+    )
     assert any(p.startswith("data.sharding.num_shards") for p in problems_of(write_config(data__sharding__num_shards=0)))
 
 
@@ -152,5 +159,5 @@ def test_every_field_has_a_description():
 
 def test_config_is_frozen():
     config = Config.model_validate(set_key(default_config(), "data.path", "x.csv"))
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         config.trainer.train_steps = 1

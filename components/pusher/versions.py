@@ -25,13 +25,15 @@ import uuid
 
 from tfx.utils import io_utils
 
+from components.errors import StepError
+
 SAVED_MODEL_FILE = "saved_model.pb"
 TEMP_PREFIX = ".push-"
 LOCK_FILE = ".push.lock"
 _VERSION_NAME = re.compile(r"[0-9]+")
 
 
-class ServingDirError(ValueError):
+class ServingDirError(StepError, ValueError):
     """The serving directory cannot hold atomically published versions (for example gs://)."""
 
 

@@ -34,8 +34,10 @@ def make_dataset(
     if repeat:
         records = records.repeat()
     batches = records.batch(batch_size, drop_remainder=repeat)
-    parsed = batches.map(lambda serialized: _split_label(tf.io.parse_example(serialized, feature_spec), label_key, task),
-                         num_parallel_calls=AUTOTUNE)
+    parsed = batches.map(
+        lambda serialized: _split_label(tf.io.parse_example(serialized, feature_spec), label_key, task),
+        num_parallel_calls=AUTOTUNE,
+    )
     return parsed.prefetch(AUTOTUNE)
 
 

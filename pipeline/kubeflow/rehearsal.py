@@ -87,8 +87,9 @@ def check_rehearsable(spec: pipeline_spec_pb2.PipelineSpec) -> None:
     problems = []
     for name, task, executor in _tasks(spec):
         if executor is not None and executor.WhichOneof("spec") == "resolver":
-            problems.append(f"task {name!r} is a resolver node: resolver nodes only run on Vertex AI; "
-                            "open-source KFP cannot run them")
+            problems.append(
+                f"task {name!r} is a resolver node: resolver nodes only run on Vertex AI; open-source KFP cannot run them"
+            )
         legacy = sorted(key for key, value in task.inputs.parameters.items() if value.runtime_value.HasField("constant_value"))
         if legacy:
             # TFX writes these with PipelineSpec schema 2.0.0 (its default). Current KFP drivers reject
@@ -158,8 +159,18 @@ class _TaskRunner:
         ):
             yield
 
-    def run_container_task(self, *, pipeline_resource_name, component_name, component_spec, executor_spec, arguments,
-                           pipeline_root, unique_pipeline_id, **_):
+    def run_container_task(
+        self,
+        *,
+        pipeline_resource_name,
+        component_name,
+        component_spec,
+        executor_spec,
+        arguments,
+        pipeline_root,
+        unique_pipeline_id,
+        **_,
+    ):
         """Stands in for kfp.local's task_dispatcher.run_single_task_implementation."""
         name = _task_name(component_name)
         task_root = os.path.join(pipeline_root, pipeline_resource_name, name)
