@@ -150,7 +150,10 @@ def _trainer_config(config: Config) -> dict:
         "batch_size": trainer.batch_size,
         "learning_rate": trainer.learning_rate,
         "seed": trainer.seed,
+        "steps_per_execution": trainer.steps_per_execution,
         "distribution": trainer.distribution.model_dump(),
+        "input": trainer.input.model_dump(),
+        "check_numerics": trainer.debug.check_numerics,
     }
 
 

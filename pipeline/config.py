@@ -6,6 +6,7 @@ are generated from these models, so editors can complete and check a config.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
@@ -121,6 +122,20 @@ class DistributionSection(Section):
         description="Replicas on this machine: a number, or auto (every GPU, else the CPU). Without a GPU, "
         "N makes N logical CPU devices so that N replicas really run.",
     )
+    cross_device_ops: Literal["nccl", "hierarchical_copy", "reduction_to_one_device"] | None = Field(
+        None, description="All-reduce implementation of `mirrored` where GPUs exist; null lets TensorFlow choose."
+    )
+
+
+class InputSection(Section):
+    shuffle_buffer: int = Field(10_000, ge=0, description="Examples in the shuffle buffer; 0 reads in file order.")
+    cache: bool = Field(True, description="Keep the serialized training examples in memory after the first pass.")
+
+
+class DebugSection(Section):
+    check_numerics: bool = Field(
+        False, description="Stop at the first op that produces NaN or Inf and name it (slow; for debugging)."
+    )
 
 
 class TrainerSection(Section):
@@ -132,7 +147,12 @@ class TrainerSection(Section):
     batch_size: PositiveInt = Field(64, description="Global batch size, split evenly across replicas.")
     learning_rate: float = Field(0.01, gt=0, description="Adam learning rate for the global batch (not scaled by replicas).")
     seed: int = Field(0, description="Seed of weight initialisation and shuffling.")
+    steps_per_execution: PositiveInt = Field(
+        10, description="Steps run inside one tf.function call; more means less Python overhead per step."
+    )
     distribution: DistributionSection = Field(default_factory=DistributionSection, description="Distribution strategy.")
+    input: InputSection = Field(default_factory=InputSection, description="The input pipeline over the TFRecord shards.")
+    debug: DebugSection = Field(default_factory=DebugSection, description="Debugging switches.")
 
     @model_validator(mode="after")
     def _batch_divides(self) -> TrainerSection:
@@ -174,6 +194,122 @@ class PusherSection(Section):
     serving_dir: str | None = Field(None, description="Where pushed versions go; null means `<output_root>/<name>/serving`.")
 
 
+# The steps of the built pipeline as Kubeflow shows them (pipeline.builder's node ids): the stages,
+# plus the anomaly gate (part of validation) and the baseline-model step (part of evaluate).
+KUBEFLOW_STEPS = (
+    "ingest",
+    "statistics",
+    "schema",
+    "validation",
+    "anomaly_gate",
+    "transform",
+    "train",
+    "baseline",
+    "evaluate",
+    "push",
+)
+# A Kubernetes memory quantity, in the forms people write: 512Mi, 4Gi, 1.5G.
+MEMORY_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|K|M|G|T)$")
+KUBERNETES_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+class VolumeMount(Section):
+    claim: str = Field(
+        description="Name of an existing PersistentVolumeClaim in the namespace the runs use. Steps run in "
+        "different pods, possibly on different nodes: the claim needs access mode ReadWriteMany for that.",
+    )
+    mount_path: str = Field(description="Absolute path at which every step's container sees the claim, e.g. /mnt/dtfx.")
+
+    @field_validator("claim")
+    @classmethod
+    def _kubernetes_name(cls, claim: str) -> str:
+        if not KUBERNETES_NAME.match(claim):
+            raise ValueError(f"{claim!r} is not a Kubernetes name (lower-case letters, digits, '-' and '.')")
+        return claim
+
+    @field_validator("mount_path")
+    @classmethod
+    def _absolute(cls, path: str) -> str:
+        if not path.startswith("/"):
+            raise ValueError(f"must be an absolute path such as /mnt/dtfx, not {path!r}")
+        return path.rstrip("/") or "/"
+
+
+class StepResources(Section):
+    cpu: float | None = Field(None, gt=0, description="CPU cores the step requests and is limited to (0.5 is half a core).")
+    memory: str | None = Field(
+        None, description="Memory the step requests and is limited to, as a Kubernetes quantity: 512Mi, 4Gi, 8G."
+    )
+    gpu: int = Field(0, ge=0, description="GPUs of the step (train only); with distribution.devices auto the trainer uses all.")
+    gpu_type: str = Field("nvidia.com/gpu", description="Kubernetes resource name of the GPUs, e.g. nvidia.com/gpu.")
+
+    @field_validator("memory")
+    @classmethod
+    def _quantity(cls, memory: str | None) -> str | None:
+        if memory is not None and not MEMORY_QUANTITY.match(memory):
+            raise ValueError(f"{memory!r} is not a memory quantity; write for example 512Mi, 4Gi or 8G")
+        return memory
+
+
+class KubeflowSection(Section):
+    image: str | None = Field(
+        None,
+        description="Container image of every step: the Dockerfile's image (`make image`), pushed to a registry "
+        "the cluster pulls from. Required by `dtfx compile` and `dtfx submit`.",
+    )
+    pipeline_root: str | None = Field(
+        None,
+        description="Where the steps write their artifacts: gs://bucket/path. Open-source Kubeflow Pipelines takes only "
+        "object stores as pipeline root (no mounted path), and the only one TFX's file I/O (tf.io.gfile) writes is "
+        "gs:// (no s3:// or MinIO). Required by `dtfx compile` and `dtfx submit`.",
+    )
+    volumes: list[VolumeMount] = Field(
+        default_factory=list,
+        description="PersistentVolumeClaims mounted in every step: what pods must share and keep, such as the data "
+        "(data.path), the serving directory (pusher.serving_dir) and a curated schema (schema.path).",
+    )
+    resources: dict[str, StepResources] = Field(
+        default_factory=dict,
+        description=f"CPU, memory and GPUs per step; steps: {', '.join(KUBEFLOW_STEPS)}. Unlisted steps get the "
+        "cluster's defaults.",
+    )
+
+    @field_validator("pipeline_root")
+    @classmethod
+    def _object_store(cls, root: str | None) -> str | None:
+        if root is None or (root.startswith("gs://") and len(root) > len("gs://")):
+            return root
+        if root.startswith(("s3://", "minio://")):
+            raise ValueError(
+                "s3:// and minio:// cannot hold TFX artifacts: TFX reads and writes them through tf.io.gfile, "
+                "which has no S3 filesystem in TensorFlow 2.16 (it moved to tensorflow-io); use gs://bucket/path"
+            )
+        raise ValueError(
+            f"{root!r} is not a gs:// URL: open-source Kubeflow Pipelines takes only object stores as pipeline root "
+            "(its driver refuses a mounted path), and the only one TFX's tf.io.gfile can write is gs://; "
+            "use gs://bucket/path"
+        )
+
+    @field_validator("volumes")
+    @classmethod
+    def _distinct_mounts(cls, volumes: list[VolumeMount]) -> list[VolumeMount]:
+        paths = [volume.mount_path for volume in volumes]
+        repeated = sorted({path for path in paths if paths.count(path) > 1})
+        if repeated:
+            raise ValueError(f"more than one volume is mounted at {', '.join(repeated)}")
+        return volumes
+
+    @field_validator("resources")
+    @classmethod
+    def _known_steps(cls, resources: dict[str, StepResources]) -> dict[str, StepResources]:
+        for step, wanted in resources.items():
+            if step not in KUBEFLOW_STEPS:
+                raise ValueError(f"unknown step {step!r}; the steps are {', '.join(KUBEFLOW_STEPS)}")
+            if wanted.gpu and step != "train":
+                raise ValueError(f"{step}: only the train step can use GPUs")
+        return resources
+
+
 class Config(Section):
     """A whole dtfx pipeline configuration."""
 
@@ -187,6 +323,10 @@ class Config(Section):
     trainer: TrainerSection = Field(default_factory=TrainerSection, description="Model and training.")
     evaluator: EvaluatorSection = Field(default_factory=EvaluatorSection, description="Blessing thresholds.")
     pusher: PusherSection = Field(default_factory=PusherSection, description="Pushing to serving.")
+    kubeflow: KubeflowSection = Field(
+        default_factory=KubeflowSection,
+        description="Kubeflow Pipelines: image, pipeline root, volumes and resources (compile, submit, rehearse).",
+    )
 
     def metric_names(self) -> tuple[str, ...]:
         """Metric names valid for this config's task."""

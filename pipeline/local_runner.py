@@ -32,7 +32,13 @@ def run_local(config: Config, until: str | None = None, verbose: bool = False) -
     run_dir = os.path.join(layout.runs_dir(config), datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
     os.makedirs(run_dir)
     log_path = os.path.join(run_dir, LOG_FILE)
-    summary: dict[str, Any] = {"pipeline": config.pipeline.name, "run_dir": run_dir, "log": log_path, "until": until}
+    summary: dict[str, Any] = {
+        "pipeline": config.pipeline.name,
+        "run_dir": run_dir,
+        "log": log_path,
+        "until": until,
+        "config": config.model_dump(by_alias=True, mode="json"),
+    }
     started = time.time()
     error = None
     # TensorFlow and friends print at import time too, so they are imported inside the redirection.

@@ -39,6 +39,7 @@ def summarise(connection_config, pipeline_name: str, node_ids: list[str]) -> dic
         )
         if status in ("ran", "cached"):
             outputs = _outputs(store, execution.id)
+            summary["stages"][-1]["outputs"] = {key: artifact.uri for key, artifact in sorted(outputs.items())}
             if node == "train":
                 summary["trainer"] = _trainer(outputs)
             elif node == "evaluate":

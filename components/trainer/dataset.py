@@ -15,20 +15,32 @@ def make_dataset(
     batch_size: int,
     *,
     shuffle_buffer: int = 0,
+    cache: bool = True,
     seed: int = 0,
     repeat: bool = True,
+    num_workers: int = 1,
 ) -> tf.data.Dataset:
-    """Batches of `(features, label, weight)`; the weight is 0 where the label was missing.
+    """Batches of `(features, label, weight)` of the global batch size; weight 0 where the label was missing.
 
-    Files are read in parallel and records batched before parsing, so that parsing is one
-    vectorised op per batch. Serialized records are cached after the first pass.
+    Files are read in parallel, and records are batched before parsing so that parsing is one
+    vectorised op per batch. With several workers, each reads its own files when there are at
+    least as many files as workers, else every worker reads all and keeps its share of records.
     """
-    files = tf.data.Dataset.list_files(file_patterns, shuffle=shuffle_buffer > 0, seed=seed)
-    records = files.interleave(
+    files = (
+        tf.io.gfile.glob(file_patterns)
+        if isinstance(file_patterns, str)
+        else sorted(path for pattern in file_patterns for path in tf.io.gfile.glob(pattern))
+    )
+    if not files:
+        raise FileNotFoundError(f"no training files match {file_patterns}")
+    records = tf.data.Dataset.from_tensor_slices(files).interleave(
         lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP"),
+        cycle_length=min(len(files), 8),
         num_parallel_calls=AUTOTUNE,
         deterministic=True,
-    ).cache()
+    )
+    if cache:
+        records = records.cache()
     if shuffle_buffer:
         records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:
@@ -38,7 +50,11 @@ def make_dataset(
         lambda serialized: _split_label(tf.io.parse_example(serialized, feature_spec), label_key, task),
         num_parallel_calls=AUTOTUNE,
     )
-    return parsed.prefetch(AUTOTUNE)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.FILE if len(files) >= num_workers else tf.data.experimental.AutoShardPolicy.DATA
+    )
+    return parsed.with_options(options).prefetch(AUTOTUNE)
 
 
 def _split_label(features: dict[str, tf.Tensor], label_key: str, task: str):

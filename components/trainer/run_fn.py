@@ -2,11 +2,13 @@
 
 Everything it needs comes from `fn_args.custom_config`, written by the builder from the
 `trainer` section of the config. Besides the SavedModel it writes `train_stats.json` into
-the model-run directory (replicas, examples/s, loss per epoch), which the run summary reads.
+the model-run directory (replicas, examples/s, metrics per epoch), which the run summary reads,
+and TensorBoard logs beside it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -18,11 +20,11 @@ import tf_keras as keras
 
 from components.errors import TrainingError
 from components.trainer import dataset, devices, model, serving
+from components.trainer.throughput import Throughput
 from components.transform.preprocessing import LABEL_VOCABULARY, transformed_name
 
 TRAIN_STATS_FILE = "train_stats.json"
-SHUFFLE_BUFFER = 10_000
-# Curves need points: training is split into up to this many Keras epochs of equal length.
+# Curves and checkpoints need points: training is split into up to this many Keras epochs of equal length.
 MAX_EPOCHS = 10
 
 
@@ -31,6 +33,8 @@ def run_fn(fn_args) -> None:
     config = fn_args.custom_config
     label, task = config["label"], config["task"]
     keras.utils.set_random_seed(config["seed"])
+    if config.get("check_numerics"):
+        tf.debugging.enable_check_numerics()
     tft_output = tft.TFTransformOutput(fn_args.transform_output)
     feature_spec = tft_output.transformed_feature_spec()
     label_key = transformed_name(label)
@@ -46,27 +50,35 @@ def run_fn(fn_args) -> None:
     distribution = config["distribution"]
     strategy = devices.make_strategy(distribution["strategy"], distribution["devices"], distribution.get("cross_device_ops"))
     batch_size = config["batch_size"]
+    inputs = config.get("input", {})
+    workers = strategy.extended._num_workers if hasattr(strategy.extended, "_num_workers") else 1  # noqa: SLF001
     train_data = dataset.make_dataset(
-        fn_args.train_files, feature_spec, label_key, task, batch_size, shuffle_buffer=SHUFFLE_BUFFER, seed=config["seed"]
+        fn_args.train_files,
+        feature_spec,
+        label_key,
+        task,
+        batch_size,
+        shuffle_buffer=inputs.get("shuffle_buffer", 10_000),
+        cache=inputs.get("cache", True),
+        seed=config["seed"],
+        num_workers=workers,
     )
-    eval_data = dataset.make_dataset(fn_args.eval_files, feature_spec, label_key, task, batch_size)
+    eval_data = dataset.make_dataset(fn_args.eval_files, feature_spec, label_key, task, batch_size, num_workers=workers)
 
     with strategy.scope():
-        network = _build(config["model"], numeric, categorical, num_outputs)
-        if task == "classification":
-            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-            metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-        else:
-            loss, metrics = keras.losses.MeanSquaredError(), [keras.metrics.MeanAbsoluteError(name="mae")]
-        network.compile(
-            optimizer=keras.optimizers.Adam(config["learning_rate"]),
-            loss=loss,
-            weighted_metrics=metrics,
-            steps_per_execution=config.get("steps_per_execution", 1),
-        )
+        network = build_model(config["model"], numeric, categorical, num_outputs)
+        compile_model(network, task, config["learning_rate"], config.get("steps_per_execution", 1))
 
     steps = fn_args.train_steps
     epochs = max(e for e in range(1, MAX_EPOCHS + 1) if steps % e == 0)
+    throughput = Throughput(batch_size, strategy.num_replicas_in_sync, fn_args.model_run_dir)
+    callbacks = [
+        keras.callbacks.TerminateOnNaN(),
+        # Survives the failed execution: a rerun of the same training resumes from the last epoch.
+        keras.callbacks.BackupAndRestore(backup_dir(fn_args)),
+        keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq=max(1, config.get("steps_per_execution", 1))),
+        throughput,
+    ]
     started = time.perf_counter()
     history = network.fit(
         train_data,
@@ -74,13 +86,16 @@ def run_fn(fn_args) -> None:
         steps_per_epoch=steps // epochs,
         validation_data=eval_data,
         validation_steps=fn_args.eval_steps,
-        callbacks=[keras.callbacks.TerminateOnNaN(), keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir)],
+        callbacks=callbacks,
         verbose=2,
     ).history
     seconds = time.perf_counter() - started
     losses = history.get("loss", [])
-    if not losses or any(math.isnan(value) or math.isinf(value) for value in losses):
-        raise TrainingError(f"the training loss became NaN or infinite (losses per epoch: {losses}); nothing will be pushed")
+    if len(losses) < epochs or any(math.isnan(v) or math.isinf(v) for v in losses):
+        raise TrainingError(
+            f"the training loss became NaN or infinite (loss per epoch: {losses}); nothing will be pushed. "
+            "Lower trainer.learning_rate, check the data, or set trainer.debug.check_numerics: true to find the op"
+        )
 
     signatures = serving.make_signatures(network, tft_output, numeric + list(categorical), label, task, classes)
     tf.saved_model.save(network, fn_args.serving_model_dir, signatures=signatures)
@@ -88,17 +103,49 @@ def run_fn(fn_args) -> None:
         "strategy": distribution["strategy"],
         "replicas": strategy.num_replicas_in_sync,
         "global_batch_size": batch_size,
+        "per_replica_batch_size": batch_size // strategy.num_replicas_in_sync,
         "train_steps": steps,
         "seconds": round(seconds, 3),
-        "examples_per_second": round(steps * batch_size / seconds, 1),
+        "examples_per_second": round(throughput.examples_per_second() or steps * batch_size / seconds, 1),
+        "parameters": int(network.count_params()),
         "history": {key: [float(v) for v in values] for key, values in history.items()},
     }
-    os.makedirs(fn_args.model_run_dir, exist_ok=True)
-    with open(os.path.join(fn_args.model_run_dir, TRAIN_STATS_FILE), "w") as handle:
-        json.dump(stats, handle, indent=2)
+    tf.io.gfile.makedirs(fn_args.model_run_dir)
+    with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, TRAIN_STATS_FILE), "w") as handle:
+        handle.write(json.dumps(stats, indent=2))
 
 
-def _build(model_config: dict, numeric: list[str], categorical: dict[str, int], num_outputs: int) -> keras.Model:
+def build_model(model_config: dict, numeric: list[str], categorical: dict[str, int], num_outputs: int) -> keras.Model:
+    """The built-in DNN, or the user's `build_fn` named by `module`."""
     if "module" in model_config:
         return model.load_build_fn(model_config["module"])(numeric, categorical, num_outputs)
     return model.build_dnn(numeric, categorical, num_outputs, model_config["hidden_units"], model_config.get("dropout", 0.0))
+
+
+def compile_model(network: keras.Model, task: str, learning_rate: float, steps_per_execution: int) -> None:
+    """Adam, and the loss and metric of the task; metrics weighted so that rows without a label count for nothing."""
+    if task == "classification":
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+    else:
+        loss, metrics = keras.losses.MeanSquaredError(), [keras.metrics.MeanAbsoluteError(name="mae")]
+    network.compile(
+        optimizer=keras.optimizers.Adam(learning_rate),
+        loss=loss,
+        weighted_metrics=metrics,
+        steps_per_execution=steps_per_execution,
+    )
+
+
+def backup_dir(fn_args) -> str:
+    """A checkpoint directory that outlives the Trainer execution, keyed by everything that defines the training.
+
+    A rerun after a crash gets a new model-run directory, so the backup lives beside those:
+    `<pipeline_root>/<trainer id>/backup/<key>`. The key changes whenever the data, the
+    transform or the settings change, so a changed training never resumes a stale checkpoint.
+    """
+    key = json.dumps(
+        [fn_args.custom_config, fn_args.train_steps, fn_args.train_files, fn_args.transform_output], sort_keys=True, default=str
+    )
+    trainer_root = os.path.dirname(os.path.dirname(fn_args.model_run_dir.rstrip("/")))
+    return os.path.join(trainer_root, "backup", hashlib.sha256(key.encode()).hexdigest()[:16])

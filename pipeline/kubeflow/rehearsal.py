@@ -24,7 +24,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 from kfp import components, local
@@ -55,12 +57,17 @@ class RehearsalError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class TaskRun:
-    """One task of a rehearsal: state is "succeeded", "failed" or "skipped" (not reached)."""
+    """One task of a rehearsal: state is "succeeded", "failed" or "skipped" (not reached).
+
+    `outputs` maps each output key of a succeeded task to its kfp `dsl.Artifact` (or list of
+    them), with the URI and the metadata the step reported, as Kubeflow records them.
+    """
 
     name: str
     state: str
     seconds: float = 0.0
     log_path: Path | None = None
+    outputs: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -105,20 +112,25 @@ def check_rehearsable(spec: pipeline_spec_pb2.PipelineSpec) -> None:
         raise RehearsalError("The compiled pipeline cannot be rehearsed:\n- " + "\n- ".join(problems))
 
 
-def rehearse(pipeline_spec_path: str | os.PathLike, workdir: str | os.PathLike) -> RehearsalResult:
+def rehearse(
+    pipeline_spec_path: str | os.PathLike,
+    workdir: str | os.PathLike,
+    on_task: Callable[[TaskRun], None] | None = None,
+) -> RehearsalResult:
     """Runs the compiled pipeline at `pipeline_spec_path` task by task, as Kubeflow would.
 
     The pipeline root is `<workdir>/pipeline_root` (the spec's own root is not used); each
-    task's stdout and stderr go to `<workdir>/logs/<task>.log`. The first failing task stops
-    the run and the result's message names it, its log and the log's last lines. Raises
-    RehearsalError before running anything if the spec cannot run on open-source Kubeflow.
+    task's stdout and stderr go to `<workdir>/logs/<task>.log`. `on_task` is called with each
+    task that finishes, as it finishes. The first failing task stops the run and the result's
+    message names it, its log and the log's last lines. Raises RehearsalError before running
+    anything if the spec cannot run on open-source Kubeflow.
     """
     spec = load_pipeline_spec(pipeline_spec_path)
     check_rehearsable(spec)
     workdir = Path(workdir).resolve()
     pipeline_root = workdir / "pipeline_root"
     resource_name = executor_input_utils.get_local_pipeline_resource_name(spec.pipeline_info.name)
-    runner = _TaskRunner(workdir / "logs")
+    runner = _TaskRunner(workdir / "logs", on_task)
     runner.logs_dir.mkdir(parents=True, exist_ok=True)
     fail_stack: list[str] = []
     with runner.installed():
@@ -144,8 +156,9 @@ def rehearse(pipeline_spec_path: str | os.PathLike, workdir: str | os.PathLike) 
 class _TaskRunner:
     """Runs the tasks kfp.local's DAG orchestrator hands over and records what happened."""
 
-    def __init__(self, logs_dir: Path):
+    def __init__(self, logs_dir: Path, on_task: Callable[[TaskRun], None] | None = None):
         self.logs_dir = logs_dir
+        self.on_task = on_task
         self.runs: list[TaskRun] = []
         self.failure = ""
         self._artifact_ids: dict[str, str] = {}
@@ -213,7 +226,7 @@ class _TaskRunner:
             if key not in outputs:
                 is_list = component_spec.output_definitions.artifacts[key].is_artifact_list
                 outputs[key] = executor_output_utils.artifact_list_to_dsl_artifact(artifact_list, is_list)
-        self.runs.append(TaskRun(name, "succeeded", seconds, log_path))
+        self._record(TaskRun(name, "succeeded", seconds, log_path, outputs))
         return outputs, status.Status.SUCCESS
 
     def run_importer(self, *, component_name, component_spec, **kwargs):
@@ -231,7 +244,7 @@ class _TaskRunner:
         # declares); Kubeflow's importer launcher uses the component's one declared output key,
         # which TFX calls "result".
         (key,) = component_spec.output_definitions.artifacts.keys()
-        self.runs.append(TaskRun(name, "succeeded", time.monotonic() - start, log_path))
+        self._record(TaskRun(name, "succeeded", time.monotonic() - start, log_path, {key: outputs["artifact"]}))
         return {key: outputs["artifact"]}, task_status
 
     def _as_kubeflow_passes_inputs(self, executor_input: pipeline_spec_pb2.ExecutorInput) -> None:
@@ -245,8 +258,13 @@ class _TaskRunner:
                 artifact.ClearField("type")
                 artifact.name = self._artifact_ids.setdefault(artifact.uri, str(len(self._artifact_ids) + 1))
 
+    def _record(self, run: TaskRun) -> None:
+        self.runs.append(run)
+        if self.on_task:
+            self.on_task(run)
+
     def _failed(self, name: str, seconds: float, log_path: Path, what: str):
-        self.runs.append(TaskRun(name, "failed", seconds, log_path))
+        self._record(TaskRun(name, "failed", seconds, log_path))
         self.failure = f"Task {name!r} {what}. Log: {log_path}\nLast lines of the log:\n{_tail(log_path)}"
         return {}, status.Status.FAILURE
 

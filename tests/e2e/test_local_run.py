@@ -13,9 +13,6 @@ from tests.conftest import run_dtfx
 
 pytestmark = pytest.mark.slow
 
-PENGUINS = None
-
-
 def penguin_rows() -> list[dict[str, str]]:
     import importlib.resources
 
@@ -29,17 +26,37 @@ def summary_of(result) -> dict:
     return json.loads(Path(line.split()[1]).read_text())
 
 
-def serialized_examples(rows: list[dict[str, str]], numeric: set[str], drop: str) -> list[bytes]:
-    """Raw tf.Examples as a client would send them: missing values left out, no label."""
+def column_kinds(rows: list[dict[str, str]]) -> dict[str, str]:
+    """int, float or bytes per column, as ExampleGen types a CSV: numbers if every present value is one."""
+
+    def is_number(value: str, kind) -> bool:
+        try:
+            kind(value)
+            return True
+        except ValueError:
+            return False
+
+    kinds = {}
+    for name in rows[0]:
+        values = [row[name] for row in rows if row[name] not in ("", "NA")]
+        kinds[name] = next((kind.__name__ for kind in (int, float) if all(is_number(v, kind) for v in values)), "bytes")
+    return kinds
+
+
+def serialized_examples(rows: list[dict[str, str]], drop: str) -> list[bytes]:
+    """Raw tf.Examples as a client would send them: missing values left out, no label, typed as the data is."""
     import tensorflow as tf
 
+    kinds = column_kinds(rows)
     examples = []
     for row in rows:
         feature = {}
         for name, value in row.items():
             if name == drop or value in ("", "NA"):
                 continue
-            if name in numeric:
+            if kinds[name] == "int":
+                feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
+            elif kinds[name] == "float":
                 feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
             else:
                 feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
@@ -68,8 +85,7 @@ def test_default_config_pushes_a_servable_penguin_model_then_reuses_the_cache(wr
     assert f"pushed: {pushed}" in first.stdout
 
     rows = penguin_rows()
-    numeric = {"bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "year"}
-    outputs = serve(pushed, serialized_examples(rows, numeric, drop="species"))
+    outputs = serve(pushed, serialized_examples(rows, drop="species"))
     predicted = [value.decode() for value in outputs["predicted_class"]]
     assert set(predicted) <= {"Adelie", "Chinstrap", "Gentoo"}
     accuracy = sum(p == row["species"] for p, row in zip(predicted, rows, strict=True)) / len(rows)
@@ -121,8 +137,8 @@ def test_any_csv_with_missing_values_trains_from_config_alone(write_config, tmp_
     summary = summary_of(result)
     assert summary["push"]["pushed"], summary
     with open(data) as handle:
-        rows = list(csv.DictReader(handle))[:200]
-    outputs = serve(summary["push"]["directory"], serialized_examples(rows, {"size", "weight"}, drop="label"))
+        rows = list(csv.DictReader(handle))
+    outputs = serve(summary["push"]["directory"], serialized_examples(rows, drop="label"))
     predicted = [int(value.decode()) for value in outputs["predicted_class"]]
     assert sum(p == int(row["label"]) for p, row in zip(predicted, rows, strict=True)) / len(rows) >= 0.75
 

@@ -1,0 +1,40 @@
+"""A Keras callback that measures training throughput and logs it to TensorBoard."""
+
+from __future__ import annotations
+
+import time
+
+import tensorflow as tf
+import tf_keras as keras
+
+
+class Throughput(keras.callbacks.Callback):
+    """Examples/s per epoch, in total and per replica; the first epoch (tracing, warm-up) is left out of the mean."""
+
+    def __init__(self, global_batch_size: int, replicas: int, log_dir: str):
+        super().__init__()
+        self.global_batch_size = global_batch_size
+        self.replicas = replicas
+        self.writer = tf.summary.create_file_writer(f"{log_dir}/throughput")
+        self.rates: list[float] = []
+        self._started = 0.0
+        self._steps = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._started = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds = time.perf_counter() - self._started
+        steps = self.params.get("steps") or 0
+        rate = steps * self.global_batch_size / seconds if seconds > 0 else 0.0
+        self.rates.append(rate)
+        self._steps += steps
+        with self.writer.as_default():
+            tf.summary.scalar("examples_per_second", rate, step=self._steps)
+            tf.summary.scalar("examples_per_second_per_replica", rate / self.replicas, step=self._steps)
+        self.writer.flush()
+
+    def examples_per_second(self) -> float | None:
+        """Mean rate over the epochs after the first, or the only one."""
+        rates = self.rates[1:] or self.rates
+        return sum(rates) / len(rates) if rates else None

@@ -1,0 +1,129 @@
+"""Config checks that only matter on a cluster: paths a pod can read, the image, the pipeline root.
+
+A config that runs locally can still be wrong for Kubeflow: every step runs in its own pod,
+from the image, so a relative path, a `package://` path (resolved on the machine that
+compiles) or a directory that only exists on a laptop means nothing there. These checks
+report every such problem at once, in the loader's `yaml.path (line N): message` form.
+"""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+
+from pipeline import layout
+from pipeline.config import Config
+from pipeline.data_source import PACKAGE_SCHEME
+from pipeline.errors import Problem
+from pipeline.kubeflow.platform import mount_of
+
+VOLUME_HINT = "an absolute path on a volume mounted in every step (kubeflow.volumes) or inside the image"
+
+
+def cluster_problems(config: Config, source: str, require_cluster: bool = True) -> list[Problem]:
+    """What keeps `config` (loaded without resolving its paths) from running on Kubeflow.
+
+    With `require_cluster`, the image and the pipeline root must be set; a rehearsal on this
+    machine needs neither. Lines are looked up in the YAML file `source`.
+    """
+    lines = _key_lines(source)
+    problems = []
+
+    def problem(path: str, message: str) -> None:
+        problems.append(Problem(path, message, _line_of(path, lines)))
+
+    kubeflow = config.kubeflow
+    if require_cluster and not kubeflow.image:
+        problem(
+            "kubeflow.image",
+            "required to compile: the image built from the Dockerfile (`make image`) and pushed to a registry the "
+            "cluster pulls from, e.g. --set kubeflow.image=registry.example.com/dtfx:1",
+        )
+    if require_cluster and not kubeflow.pipeline_root:
+        problem("kubeflow.pipeline_root", "required to compile: the gs://bucket/path where the steps write their artifacts")
+
+    data_problem = _pod_path_problem(config.data.path, urls=False)
+    if data_problem:
+        problem("data.path", data_problem)
+    if config.schema_.path:
+        schema_problem = _pod_path_problem(config.schema_.path, urls=True)
+        if schema_problem:
+            problem("schema.path", schema_problem)
+    if needs_serving_dir(config) and not os.path.isabs(layout.serving_dir(config)):
+        where = "pusher.serving_dir" if config.pusher.serving_dir else "pipeline.output_root"
+        derived = "" if config.pusher.serving_dir else " (null derives it from pipeline.output_root, which is relative)"
+        problem(
+            where,
+            "pushed models must go to an absolute path on a volume mounted in every step (kubeflow.volumes), which "
+            "all runs share: the pusher writes there and the baseline step reads the last push; set "
+            f"pusher.serving_dir to one{derived}",
+        )
+    return problems
+
+
+def mount_warnings(config: Config) -> list[str]:
+    """Paths the steps need that no configured volume holds: fine only if the image or the cluster provides them."""
+    kubeflow = config.kubeflow
+    warnings = []
+    if os.path.isabs(config.data.path) and not mount_of(config.data.path, kubeflow):
+        warnings.append(f"data.path {config.data.path} is on no kubeflow.volumes mount: the image must contain it")
+    schema = config.schema_.path
+    if schema and os.path.isabs(schema) and not mount_of(schema, kubeflow):
+        warnings.append(f"schema.path {schema} is on no kubeflow.volumes mount: the image must contain it")
+    serving_dir = layout.serving_dir(config)
+    if needs_serving_dir(config) and os.path.isabs(serving_dir) and not mount_of(serving_dir, kubeflow):
+        warnings.append(
+            f"the serving directory {serving_dir} is on no kubeflow.volumes mount: unless the cluster mounts a shared "
+            "volume there by other means, pushed models stay in the push step's pod and are lost with it"
+        )
+    return warnings
+
+
+def needs_serving_dir(config: Config) -> bool:
+    """Whether any step uses the serving directory: the pusher writes it, change thresholds read the last push."""
+    compares = any(threshold.max_regression is not None for threshold in config.evaluator.thresholds.values())
+    return config.pusher.enabled or compares
+
+
+def _pod_path_problem(path: str, urls: bool) -> str | None:
+    """Why a pod could not read `path`, or None. With `urls`, gs:// URLs are fine (TFX copies them with tf.io.gfile)."""
+    if path.startswith(PACKAGE_SCHEME):
+        return f"{PACKAGE_SCHEME} is resolved on the machine that compiles, not in the pod: give {VOLUME_HINT}"
+    if "://" in path:
+        if urls and path.startswith("gs://"):
+            return None
+        accepted = "a gs:// URL or " if urls else ""
+        reader = "tf.io.gfile, which has gs:// only" if urls else "Python's file API in the pod, which reads no URLs"
+        return f"this step reads the path with {reader}: give {accepted}{VOLUME_HINT}"
+    if not os.path.isabs(path):
+        return f"a relative path means nothing in a pod: give {VOLUME_HINT}"
+    return None
+
+
+def _key_lines(source: str) -> dict[str, int]:
+    """The line of each dotted key of the YAML file `source` (empty when it cannot be read)."""
+    try:
+        with open(source, encoding="utf-8") as handle:
+            root = yaml.compose(handle, Loader=yaml.SafeLoader)
+    except (OSError, yaml.YAMLError):
+        return {}
+    lines: dict[str, int] = {}
+    pending = [("", root)]
+    while pending:
+        prefix, node = pending.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                path = f"{prefix}.{key.value}" if prefix else str(key.value)
+                lines[path] = key.start_mark.line + 1
+                pending.append((path, value))
+    return lines
+
+
+def _line_of(path: str, lines: dict[str, int]) -> int | None:
+    """The line of `path`, or of its nearest ancestor in the file (a key set with --set has none)."""
+    while path:
+        if path in lines:
+            return lines[path]
+        path = path.rpartition(".")[0]
+    return None

@@ -1,0 +1,130 @@
+"""`compile_pipeline`: a config becomes a Kubeflow Pipelines v2 PipelineSpec YAML file.
+
+TFX's KubeflowV2DagRunner compiles the pipeline that `build_pipeline(config)` builds, with
+PipelineSpec schema 2.1 (current KFP drivers reject 2.0's constant parameters) and every
+container started as `python -m components.kfp_entrypoint` (tensorflow/tfx#7768). The
+compiled spec is then completed with what TFX leaves out of a bare PipelineSpec file: the
+run parameters' defaults, the default pipeline root, per-step resources and, as a second
+YAML document, the volumes.
+
+Compiling reads and writes nothing but the output file: the step code is in the image, named
+by module path, so nothing is uploaded to the pipeline root, and the data is not opened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import yaml
+
+from pipeline.config import Config
+from pipeline.errors import UserError
+from pipeline.kubeflow import parameters, platform
+
+ENTRYPOINT = ["python", "-m", "components.kfp_entrypoint"]
+# The executor kinds open-source Kubeflow Pipelines runs; `resolver` and `customJob` are Vertex AI only.
+OPEN_SOURCE_EXECUTORS = ("container", "importer")
+# The step that reads data.path. See `_finish` for why it is never cached.
+INGEST_STEP = "ingest"
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledPipeline:
+    """A compiled pipeline file and what it contains."""
+
+    path: str
+    steps: list[str]
+    parameters: dict[str, str]
+    image: str
+    pipeline_root: str
+    notes: list[str]
+
+
+def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str) -> CompiledPipeline:
+    """Compiles `config` into the PipelineSpec YAML file `output`, every step running `image`.
+
+    `output` must end in .yaml or .yml: that is the bare PipelineSpec the Kubeflow UI and
+    kfp.Client accept (TFX would write other names as a Vertex AI PipelineJob in JSON).
+    Raises UserError for a wrong output name.
+    """
+    if not output.endswith((".yaml", ".yml")):
+        raise UserError(f"{output}: the output must be a .yaml file (a PipelineSpec, as the Kubeflow UI and kfp.Client take)")
+    # TFX and TensorFlow load in seconds: only here, not when the CLI starts.
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+    from pipeline.builder import build_pipeline
+
+    pipeline = build_pipeline(config)
+    defaults = parameters.parameterise(pipeline)
+    runner_config = v2.KubeflowV2DagRunnerConfig(default_image=image, default_commands=ENTRYPOINT, use_pipeline_spec_2_1=True)
+    job = v2.KubeflowV2DagRunner(config=runner_config).run(pipeline, write_out=False)
+    spec = job["pipelineSpec"]
+    notes = _finish(spec, config, defaults, pipeline_root)
+    unsupported = open_source_problems(spec)
+    if unsupported:  # the builder should never produce these: a dtfx bug, not a user error
+        raise RuntimeError("The compiled pipeline has steps open-source Kubeflow cannot run:\n- " + "\n- ".join(unsupported))
+    executors = list(spec["deploymentSpec"]["executors"])
+    write_spec(output, spec, platform.platform_spec(config.kubeflow, executors))
+    steps = [node.id for node in pipeline.components]
+    return CompiledPipeline(output, steps, defaults, image, pipeline_root, notes)
+
+
+def open_source_problems(spec: dict) -> list[str]:
+    """Why open-source Kubeflow Pipelines could not run `spec` (a PipelineSpec as JSON), one line per step; empty if it can.
+
+    It runs container and importer executors only, and dtfx's steps must not depend on
+    conditions or loops (the builder has neither; a change that adds one should be seen here).
+    """
+    problems = []
+    for label, executor in sorted(spec["deploymentSpec"]["executors"].items()):
+        kinds = set(executor) - set(OPEN_SOURCE_EXECUTORS)
+        if kinds:
+            problems.append(f"executor {label!r} is a {', '.join(sorted(kinds))} executor")
+    for name, task in sorted(spec["root"]["dag"]["tasks"].items()):
+        if task.get("triggerPolicy", {}).get("condition") or "iterator" in task or "parameterIterator" in task:
+            problems.append(f"task {name!r} runs under a condition or in a loop")
+    return problems
+
+
+def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root: str) -> list[str]:
+    """Adds what TFX leaves out of a bare PipelineSpec; returns notes for the user."""
+    notes = []
+    parameters.add_defaults(spec, defaults)
+    # TFX puts the root only into a PipelineJob's runtimeConfig; a run created from this file uses this one.
+    spec["defaultPipelineRoot"] = pipeline_root
+    executors = spec["deploymentSpec"]["executors"]
+    for step, wanted in config.kubeflow.resources.items():
+        if step not in spec["components"]:
+            notes.append(f"kubeflow.resources.{step}: this pipeline has no {step} step (see its config section)")
+            continue
+        resources = platform.resource_spec(wanted)
+        if resources:
+            executors[spec["components"][step]["executorLabel"]]["container"]["resources"] = resources
+    # Locally, TFX's ExampleGen driver fingerprints the data files, so changed data is ingested again.
+    # Open-source Kubeflow does not run that driver (the preCacheCheck hook is Vertex AI only) and keys its
+    # cache on the step's settings alone, so a cached ingest would return the first run's examples for as
+    # long as data.path stays the same. Ingest therefore always runs; as Kubeflow keys the later steps on
+    # their input artifacts, they run again too. A failed run resumes with the UI's Retry instead.
+    ingest = spec["root"]["dag"]["tasks"].get(INGEST_STEP)
+    if ingest is not None and ingest.pop("cachingOptions", None):
+        notes.append("ingest is never cached on Kubeflow (its cache would not see changed data); use Retry to resume a run")
+    return notes
+
+
+def write_spec(path: str, spec: dict, platform_spec: dict | None) -> None:
+    """Writes the PipelineSpec (and the Kubernetes platform spec, when there is one) as KFP's YAML package."""
+    documents = [spec] + ([platform_spec] if platform_spec else [])
+    header = [
+        "# PIPELINE DEFINITION",
+        f"# Name: {spec['pipelineInfo']['name']}",
+        "# Description: compiled by dtfx (TFX KubeflowV2DagRunner) for Kubeflow Pipelines v2",
+    ]
+    inputs = spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    if inputs:
+        header.append("# Inputs:")
+        header += [f"#    {name}: str" for name in sorted(inputs)]
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(header) + "\n")
+        yaml.safe_dump_all(documents, handle, sort_keys=True)

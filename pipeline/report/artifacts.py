@@ -1,0 +1,240 @@
+"""Reading what a run left behind: summary.json and the artifacts its stages wrote.
+
+Nothing here imports TensorFlow: statistics and TensorBoard events are protos read with
+their light `_pb2` modules, and a SavedModel's signatures are read from `saved_model.pb`
+directly, so that most of a report renders in a fraction of a second. Every reader
+returns None (or an empty result) for a missing artifact: a run may stop at any stage.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.errors import UserError
+
+SUMMARY_FILE = "summary.json"
+TRAIN_STATS_FILE = "train_stats.json"  # written by components.trainer.run_fn into the model-run directory
+SAVED_MODEL_FILE = "saved_model.pb"
+SERVING_SUBDIR = "Format-Serving"  # where TFX's Trainer puts the SavedModel inside a Model artifact
+
+
+def load_summary(run_dir: str) -> dict[str, Any]:
+    """The run's summary.json; UserError when the directory is not a run directory."""
+    path = os.path.join(run_dir, SUMMARY_FILE)
+    if not os.path.isfile(path):
+        raise UserError(f"{run_dir}: no {SUMMARY_FILE} here; give a run directory such as outputs/<pipeline>/runs/<timestamp>")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            summary = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise UserError(f"{path}: not a readable run summary ({error})") from None
+    if not isinstance(summary, dict) or not isinstance(summary.get("stages"), list):
+        raise UserError(f"{path}: not a dtfx run summary (no list of stages)")
+    return summary
+
+
+def stage(summary: dict[str, Any], node: str) -> dict[str, Any] | None:
+    """The summary entry of pipeline node `node`, or None when the run did not include it."""
+    return next((entry for entry in summary.get("stages", []) if entry.get("node") == node), None)
+
+
+def output_uri(summary: dict[str, Any], node: str, key: str) -> str | None:
+    """Where node `node` wrote its output `key`, if it ran (or came from the cache) and the directory still exists."""
+    entry = stage(summary, node) or {}
+    uri = (entry.get("outputs") or {}).get(key)
+    return uri if uri and os.path.exists(uri) else None
+
+
+# --- statistics ------------------------------------------------------------------------------
+
+
+def read_statistics(uri: str) -> list[tuple[str, Any]]:
+    """(split name, DatasetFeatureStatistics) per `Split-*/FeatureStats.pb` of a statistics artifact, train first."""
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    splits = []
+    for path in glob.glob(os.path.join(uri, "Split-*", "FeatureStats.pb")):
+        split = os.path.basename(os.path.dirname(path)).removeprefix("Split-")
+        with open(path, "rb") as handle:
+            statistics = statistics_pb2.DatasetFeatureStatisticsList.FromString(handle.read())
+        for dataset in statistics.datasets:
+            splits.append((split, dataset))
+    order = {"train": 0, "eval": 1}
+    return sorted(splits, key=lambda item: (order.get(item[0], 2), item[0]))
+
+
+# --- training --------------------------------------------------------------------------------
+
+
+def read_train_stats(model_run_uri: str) -> dict[str, Any] | None:
+    """train_stats.json of a model-run directory (with `history`: Keras metrics per epoch), if it is there."""
+    path = os.path.join(model_run_uri, TRAIN_STATS_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _tfrecords(path: str) -> Iterator[bytes]:
+    """The records of an uncompressed TFRecord file (TensorBoard event files are).
+
+    Format: uint64 length, uint32 CRC of the length, data, uint32 CRC of the data. The CRCs
+    are not checked: a damaged record only costs a curve, and a file still being written by a
+    live run ends in a partial record, where reading stops.
+    """
+    with open(path, "rb") as handle:
+        data = handle.read()
+    position = 0
+    while position + 12 <= len(data):
+        (length,) = struct.unpack_from("<Q", data, position)
+        start = position + 12
+        if start + length + 4 > len(data):
+            return
+        yield data[start : start + length]
+        position = start + length + 4
+
+
+def _scalar(value) -> float | None:
+    """A float from a TensorBoard summary value: TF2 writes scalars as 0-d tensors, TF1 as simple_value."""
+    kind = value.WhichOneof("value")
+    if kind == "simple_value":
+        return float(value.simple_value)
+    if kind != "tensor" or value.tensor.tensor_shape.dim:
+        return None
+    tensor = value.tensor
+    formats = {1: ("<f", tensor.float_val), 2: ("<d", tensor.double_val), 3: ("<i", tensor.int_val), 9: ("<q", tensor.int64_val)}
+    if tensor.dtype not in formats:
+        return None
+    unpack, values = formats[tensor.dtype]
+    if tensor.tensor_content:
+        return float(struct.unpack_from(unpack, tensor.tensor_content)[0])
+    return float(values[0]) if values else None
+
+
+def read_scalars(log_dir: str) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """TensorBoard scalars under `log_dir`: (run, tag) -> [(step, value)], sorted by step.
+
+    The run is the sub-directory of the event file (`train`, `validation`, ...), as TensorBoard names it.
+    """
+    from tensorboard.compat.proto import event_pb2
+
+    scalars: dict[tuple[str, str], dict[int, float]] = {}
+    for path in sorted(glob.glob(os.path.join(log_dir, "**", "events.out.tfevents.*"), recursive=True)):
+        run = os.path.relpath(os.path.dirname(path), log_dir)
+        for record in _tfrecords(path):
+            event = event_pb2.Event.FromString(record)
+            for value in event.summary.value:
+                plugin = value.metadata.plugin_data.plugin_name
+                number = _scalar(value) if plugin in ("", "scalars") else None
+                if number is not None:
+                    # A later event of the same step (a resumed run) replaces the earlier one, as in TensorBoard.
+                    scalars.setdefault((run, value.tag), {})[event.step] = number
+    return {key: sorted(points.items()) for key, points in sorted(scalars.items())}
+
+
+# --- models ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One input or output of a signature."""
+
+    name: str
+    dtype: str
+    shape: str
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A SavedModel signature: its method and its inputs and outputs."""
+
+    name: str
+    method: str
+    inputs: list[TensorInfo] = field(default_factory=list)
+    outputs: list[TensorInfo] = field(default_factory=list)
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, position
+        shift += 7
+
+
+def _meta_graphs(blob: bytes) -> Iterator[bytes]:
+    """The serialized MetaGraphDefs of a SavedModel.
+
+    `message SavedModel { int64 saved_model_schema_version = 1; repeated MetaGraphDef meta_graphs = 2; }`
+    is decoded by hand: its Python class lives in TensorFlow, whose import takes seconds, while
+    MetaGraphDef itself is available from the tensorboard package.
+    """
+    position = 0
+    while position < len(blob):
+        tag, position = _varint(blob, position)
+        number, wire_type = tag >> 3, tag & 7
+        if wire_type == 0:
+            _, position = _varint(blob, position)
+        elif wire_type == 2:
+            length, position = _varint(blob, position)
+            if number == 2:
+                yield blob[position : position + length]
+            position += length
+        elif wire_type in (1, 5):
+            position += 8 if wire_type == 1 else 4
+        else:
+            raise ValueError(f"unexpected protobuf wire type {wire_type} in {SAVED_MODEL_FILE}")
+
+
+def _tensor_infos(infos) -> list[TensorInfo]:
+    from tensorboard.compat.proto import types_pb2
+
+    result = []
+    for key, info in sorted(infos.items()):
+        dtype = types_pb2.DataType.Name(info.dtype).removeprefix("DT_").lower() if info.dtype else "?"
+        if info.tensor_shape.unknown_rank:
+            shape = "unknown"
+        else:
+            shape = "[" + ", ".join("None" if dim.size < 0 else str(dim.size) for dim in info.tensor_shape.dim) + "]"
+        result.append(TensorInfo(key, dtype, shape))
+    return result
+
+
+def read_signatures(saved_model_dir: str) -> list[Signature]:
+    """The signatures of the SavedModel in `saved_model_dir` (of its serving meta graph), serving_default first."""
+    from tensorboard.compat.proto import meta_graph_pb2
+
+    with open(os.path.join(saved_model_dir, SAVED_MODEL_FILE), "rb") as handle:
+        blob = handle.read()
+    graphs = [meta_graph_pb2.MetaGraphDef.FromString(data) for data in _meta_graphs(blob)]
+    if not graphs:
+        return []
+    graph = next((g for g in graphs if "serve" in g.meta_info_def.tags), graphs[0])
+    signatures = [
+        Signature(name, definition.method_name, _tensor_infos(definition.inputs), _tensor_infos(definition.outputs))
+        for name, definition in graph.signature_def.items()
+        if not name.startswith("__")  # __saved_model_init_op and the like are not callable signatures
+    ]
+    return sorted(signatures, key=lambda s: (s.name != "serving_default", s.name))
+
+
+def saved_model_dir(model_uri: str) -> str | None:
+    """The SavedModel directory of a Model artifact (TFX puts it in Format-Serving), if there is one."""
+    for candidate in (os.path.join(model_uri, SERVING_SUBDIR), model_uri):
+        if os.path.isfile(os.path.join(candidate, SAVED_MODEL_FILE)):
+            return candidate
+    return None
+
+
+def directory_size(path: str) -> int:
+    """Bytes in the files under `path`."""
+    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)

@@ -1,0 +1,137 @@
+"""The report page: header, sections, inline CSS; written as `report.html` beside summary.json.
+
+The page is one self-contained file: no scripts, no external fonts, styles or images. Its
+Content-Security-Policy forbids loading anything, so that even a stray URL in a future
+section could not make the report reach the network.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from pipeline.report import artifacts, sections
+from pipeline.report.markup import badge, esc, facts, unavailable
+
+REPORT_FILE = "report.html"
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+CSS = """
+:root { --fg: #1d2330; --muted: #6b7280; --line: #e3e6eb; --good: #2e7d32; --bad: #c62828; --info: #1f5fa8; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 "DejaVu Sans", "Segoe UI", Helvetica, Arial, sans-serif; color: var(--fg);
+       background: #f6f7f9; }
+main { max-width: 1180px; margin: 0 auto; padding: 20px 24px 48px; }
+header { margin-bottom: 12px; }
+h1 { font-size: 22px; margin: 0 0 6px; }
+h2 { font-size: 17px; margin: 0 0 10px; }
+h3 { font-size: 14px; margin: 16px 0 6px; color: #374151; }
+section { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 14px 18px; margin: 14px 0; }
+section.not-run { background: #fafafa; border-style: dashed; }
+nav a { color: var(--info); margin-right: 12px; text-decoration: none; }
+table { border-collapse: collapse; width: 100%; margin: 4px 0 8px; }
+th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); vertical-align: middle; }
+th { font-weight: 600; color: #374151; background: #fafbfc; }
+table.compact { width: auto; min-width: 50%; }
+table.stats td:nth-child(3), table.stats td:nth-child(4) { text-align: right; font-variant-numeric: tabular-nums; }
+code, pre { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 12.5px; }
+pre { background: #f3f4f6; padding: 10px; border-radius: 6px; overflow-x: auto; }
+.muted { color: var(--muted); }
+.small { font-size: 12px; color: var(--muted); }
+.warning { color: #8a4b00; background: #fff5e6; padding: 6px 10px; border-radius: 6px; }
+.error { color: var(--bad); background: #fdecea; padding: 8px 12px; border-radius: 6px; white-space: pre-wrap; }
+.badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 12px; font-weight: 600; }
+.badge.good { background: #e3f4e1; color: var(--good); }
+.badge.bad { background: #fde4e1; color: var(--bad); }
+.badge.info { background: #e3eefb; color: var(--info); }
+.badge.neutral { background: #eeeeee; color: #555; }
+dl.facts { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; margin: 6px 0; }
+dl.facts dt { color: var(--muted); }
+dl.facts dd { margin: 0; }
+.picture { overflow-x: auto; }
+.charts { display: flex; flex-wrap: wrap; gap: 12px; }
+svg text { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; font-size: 11px; fill: #333; }
+svg text.node-label { font-size: 13px; font-weight: 600; }
+svg text.node-detail { font-size: 11px; fill: #555; }
+svg text.chart-title { font-size: 13px; font-weight: 600; }
+svg text.tick, svg text.axis-label, svg text.bar-label { font-size: 10px; fill: #555; }
+svg.curve { background: #fff; border: 1px solid var(--line); border-radius: 6px; }
+"""
+
+SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
+    ("graph", "Pipeline", sections.graph_section),
+    ("statistics", "Data statistics", sections.statistics_section),
+    ("training", "Training", sections.training_section),
+    ("evaluation", "Evaluation", sections.evaluation_section),
+    ("model", "Model", sections.model_section),
+    ("config", "Config", sections.config_section),
+]
+
+
+def _header(summary: dict[str, Any]) -> str:
+    status = summary.get("status", "unknown")
+    run_dir = summary.get("run_dir", "")
+    title = f"dtfx run report: {summary.get('pipeline', '?')}"
+    items = [("status", badge(status, "good" if status == "succeeded" else "bad"))]
+    if summary.get("seconds") is not None:
+        items.append(("duration", esc(f"{summary['seconds']:.0f} s")))
+    if summary.get("until"):
+        items.append(("stopped after", esc(f"{summary['until']} (--until)")))
+    evaluator = summary.get("evaluator")
+    if evaluator:
+        items.append(("model", badge("blessed", "good") if evaluator.get("blessed") else badge("not blessed", "bad")))
+    push = summary.get("push") or {}
+    if push.get("pushed"):
+        items.append(("pushed to", f"<code>{esc(push.get('directory', ''))}</code>"))
+    elif push.get("reason"):
+        items.append(("not pushed", esc(push["reason"])))
+    items += [("run", esc(summary.get("run_id") or "–")), ("run directory", f"<code>{esc(run_dir)}</code>")]
+    body = f"<header><h1>{esc(title)}</h1>{facts(items)}"
+    error = summary.get("error")
+    if error:
+        body += f'<div class="error">{esc(error.get("kind", "error"))} error: {esc(error.get("message", ""))}'
+        if summary.get("log"):
+            body += f"\nlog: {esc(summary['log'])}"
+        body += "</div>"
+    nav = "".join(f'<a href="#{anchor}">{esc(name)}</a>' for anchor, name, _ in SECTIONS)
+    return body + f"<nav>{nav}</nav></header>"
+
+
+def render(summary: dict[str, Any]) -> str:
+    """The whole report page for a run summary, as HTML text."""
+    parts = [_header(summary)]
+    for anchor, title, render_section in SECTIONS:
+        try:
+            parts.append(render_section(summary))
+        except Exception as error:  # one unreadable artifact must not cost the rest of the report
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            detail = f"{type(error).__name__}: {error} (at {os.path.basename(where.filename)}:{where.lineno})"
+            parts.append(unavailable(anchor, title, detail))
+    generated = datetime.datetime.now().isoformat(timespec="seconds")
+    footer = f'<p class="small">Generated by <code>dtfx report</code> at {esc(generated)}.</p>'
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(summary.get('pipeline', 'dtfx'))} run report</title><style>{CSS}</style></head>"
+        f"<body><main>{''.join(parts)}{footer}</main></body></html>\n"
+    )
+
+
+def build_report(run_dir: str) -> str:
+    """Writes `report.html` into the run directory `run_dir` from its summary.json and returns its path.
+
+    Raises UserError when `run_dir` has no summary.json. Parts of the pipeline that did not run
+    (or whose artifacts are gone) render as such; they never make this fail.
+    """
+    summary = artifacts.load_summary(run_dir)
+    path = os.path.join(run_dir, REPORT_FILE)
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(render(summary))
+    os.replace(temporary, path)  # a browser reloading the page never sees half of it
+    return path
