@@ -123,8 +123,11 @@ def thresholds(summary: dict[str, Any], evaluation_uri: str | None) -> dict[str,
                 continue
             name = json.loads(metric.get("config") or "{}").get("name", metric.get("className", "?"))
             value = threshold.get("valueThreshold", {})
-            bounds = {key: value[camel]["value"] if isinstance(value.get(camel), dict) else value.get(camel)
-                      for key, camel in (("lower_bound", "lowerBound"), ("upper_bound", "upperBound")) if camel in value}
+            bounds = {
+                key: value[camel]["value"] if isinstance(value.get(camel), dict) else value.get(camel)
+                for key, camel in (("lower_bound", "lowerBound"), ("upper_bound", "upperBound"))
+                if camel in value
+            }
             change = threshold.get("changeThreshold", {}).get("absolute")
             if change is not None:
                 amount = change["value"] if isinstance(change, dict) else change

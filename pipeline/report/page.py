@@ -128,7 +128,8 @@ def build_report(run_dir: str) -> str:
     Raises UserError when `run_dir` has no summary.json. Parts of the pipeline that did not run
     (or whose artifacts are gone) render as such; they never make this fail.
     """
-    summary = artifacts.load_summary(run_dir)
+    # The directory may have been moved since the run: the header shows where the report really is.
+    summary = {**artifacts.load_summary(run_dir), "run_dir": os.path.abspath(run_dir)}
     path = os.path.join(run_dir, REPORT_FILE)
     temporary = path + ".tmp"
     with open(temporary, "w", encoding="utf-8") as handle:

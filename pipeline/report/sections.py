@@ -58,8 +58,12 @@ def graph_section(summary: dict[str, Any]) -> str:
         if stage not in present:
             nodes.append(svg.GraphNode(stage, "not_run", None, why_missing(summary, stage) or ""))
     rows = [
-        (esc(node.label), badge(node.status.replace("_", " "), STATUS_BADGE.get(node.status, "neutral")),
-         esc(f"{node.seconds:.1f}") if node.seconds is not None and node.status != "not_run" else "", esc(node.note))
+        (
+            esc(node.label),
+            badge(node.status.replace("_", " "), STATUS_BADGE.get(node.status, "neutral")),
+            esc(f"{node.seconds:.1f}") if node.seconds is not None and node.status != "not_run" else "",
+            esc(node.note),
+        )
         for node in nodes
     ]
     body = f'<div class="picture">{svg.pipeline_graph(nodes)}</div>'
@@ -133,8 +137,10 @@ def _history_charts(history: dict[str, list[float]], steps_per_epoch: int | None
             (epoch, value) for epoch, value in enumerate(values, start=1) if value is not None
         ]
     x_label = f"epoch ({steps_per_epoch} steps each)" if steps_per_epoch else "epoch"
-    charts = [svg.line_chart(dict(sorted(series.items(), key=lambda s: s[0] != "train")), base, x_label)
-              for base, series in groups.items()]
+    charts = [
+        svg.line_chart(dict(sorted(series.items(), key=lambda s: s[0] != "train")), base, x_label)
+        for base, series in groups.items()
+    ]
     return '<div class="charts">' + "".join(charts) + "</div>"
 
 
@@ -168,8 +174,9 @@ def training_section(summary: dict[str, Any]) -> str:
     stats = artifacts.read_train_stats(model_run) or {}
     history = stats.pop("history", None) or {}
     figures = {**stats, **(summary.get("trainer") or {})}
-    body = facts((key.replace("_", " "), esc(fmt(value) if isinstance(value, int | float) else value))
-                 for key, value in figures.items())
+    body = facts(
+        (key.replace("_", " "), esc(fmt(value) if isinstance(value, int | float) else value)) for key, value in figures.items()
+    )
     epochs = max((len(values) for values in history.values()), default=0)
     steps = figures.get("train_steps")
     if history:
@@ -260,7 +267,7 @@ def _signatures_html(model_dir: str) -> str:
     if not signatures:
         return '<p class="muted">The SavedModel has no signatures.</p>'
     main, others = signatures[0], signatures[1:]
-    body = f"<h3>Signature {esc(main.name)}</h3><p class=\"small\">{esc(main.method)}</p>"
+    body = f'<h3>Signature {esc(main.name)}</h3><p class="small">{esc(main.method)}</p>'
     io_rows = [(esc("input"), esc(t.name), esc(t.dtype), esc(t.shape)) for t in main.inputs]
     io_rows += [(esc("output"), esc(t.name), esc(t.dtype), esc(t.shape)) for t in main.outputs]
     body += table(["", "name", "dtype", "shape"], io_rows, "compact signature")
@@ -275,7 +282,8 @@ def model_section(summary: dict[str, Any]) -> str:
     push = summary.get("push") or {}
     if push.get("pushed") and push.get("directory"):
         directory = push["directory"]
-        body = f"<p>{badge('pushed', 'good')} version <code>{esc(os.path.basename(directory))}</code> in <code>{esc(directory)}</code></p>"
+        version = os.path.basename(directory)
+        body = f"<p>{badge('pushed', 'good')} version <code>{esc(version)}</code> in <code>{esc(directory)}</code></p>"
         if not os.path.isdir(directory):
             return section("model", title, body + '<p class="warning">That directory no longer exists.</p>')
         model_dir = directory
@@ -287,7 +295,7 @@ def model_section(summary: dict[str, Any]) -> str:
         if model_dir is None:
             return section("model", title, body + '<p class="muted">No trained model in this run.</p>', "not-run")
         body += f"<p>Trained model (not pushed): <code>{esc(model_dir)}</code></p>"
-    body += f'<p class="small">{esc(fmt(artifacts.directory_size(model_dir) / 1e6))} MB on disk</p>'
+    body += f'<p class="small">{artifacts.directory_size(model_dir) / 1e6:.2f} MB on disk</p>'
     return section("model", title, body + _signatures_html(model_dir))
 
 

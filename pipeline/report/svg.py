@@ -68,7 +68,7 @@ def pipeline_graph(nodes: Sequence[GraphNode], per_row: int = 5) -> str:
         'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>'
     ]
     positions = []
-    for index, node in enumerate(nodes):
+    for index in range(len(nodes)):
         row, column = divmod(index, per_row)
         positions.append((pad + column * (box_w + gap_x), pad + row * (box_h + gap_y)))
     for index in range(len(nodes) - 1):
@@ -141,13 +141,16 @@ def bars(items: Sequence[tuple[str, float]], label: str, width: int = 180, bar_h
     return _svg(width, height, "histogram bars", label, body)
 
 
-def _ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """About `count` round tick values covering [low, high]."""
+def _ticks(low: float, high: float, count: int = 5, integer: bool = False) -> list[float]:
+    """About `count` round tick values covering [low, high]; whole numbers only when `integer` (epochs, steps)."""
     if high <= low:
         return [low]
     raw = (high - low) / (count - 1)
     magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    multiples = (1, 2, 5, 10) if integer else (1, 2, 2.5, 5, 10)
+    step = next(m * magnitude for m in multiples if m * magnitude >= raw)
+    if integer:
+        step = max(1, round(step))
     first = math.floor(low / step) * step
     ticks = []
     value = first
@@ -164,7 +167,7 @@ def line_chart(
     """Curves of (x, y) points, one per named series, with axes, ticks and a legend."""
     left, right, top, bottom = 52, 12, 26, 38
     points = [(x, y) for values in series.values() for x, y in values if math.isfinite(y)]
-    body = [_text(left, 16, title, css_class="chart-title")]
+    body = [_text(8, 16, title, css_class="chart-title")]
     if not points:
         body.append(_text(width / 2, height / 2, "no values", "middle"))
         return _svg(width, height, "curve", title, body)
@@ -187,7 +190,8 @@ def line_chart(
     for tick in y_ticks:
         body.append(f'<line x1="{left}" y1="{sy(tick):.1f}" x2="{width - right}" y2="{sy(tick):.1f}" stroke="#e5e5e5"/>')
         body.append(_text(left - 5, sy(tick) + 4, fmt(tick), "end", "tick"))
-    for tick in _ticks(x_low, x_high):
+    integer_x = all(float(x).is_integer() for x, _ in points)
+    for tick in _ticks(x_low, x_high, integer=integer_x):
         body.append(_text(sx(tick), top + plot_h + 15, fmt(tick), "middle", "tick"))
     body.append(
         f'<polyline points="{left},{top} {left},{top + plot_h} {width - right},{top + plot_h}" fill="none" stroke="#777"/>'
@@ -203,8 +207,8 @@ def line_chart(
                 f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{colour}">'
                 f"<title>{escape(f'{name} at {fmt(x)}: {fmt(y)}')}</title></circle>"
             )
-        legend_x = width - right - 110
-        legend_y = top + 4 + index * 15
-        body.append(f'<rect x="{legend_x}" y="{legend_y}" width="10" height="10" fill="{colour}"/>')
-        body.append(_text(legend_x + 14, legend_y + 9, name, css_class="legend"))
+        # The legend sits in the title row, right-aligned, so that it never hides a curve.
+        legend_x = width - right - 90 * (len(series) - index)
+        body.append(f'<rect x="{legend_x}" y="7" width="10" height="10" fill="{colour}"/>')
+        body.append(_text(legend_x + 14, 16, name if len(name) <= 12 else name[:11] + "…", css_class="legend"))
     return _svg(width, height, "curve", title, body)
