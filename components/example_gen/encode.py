@@ -43,18 +43,18 @@ def to_feature_values(batch: pa.RecordBatch, kinds: dict[str, str]) -> list[pa.A
     return [_convert(name, column, kinds[name]) for name, column in zip(batch.schema.names, batch.columns, strict=True)]
 
 
-def encode_examples(names: list[str], columns: list[pa.Array]) -> np.ndarray:
-    """Serialized tf.Examples, one per row, as an object array of bytes; null cells are left out."""
+def encode_examples(names: list[str], columns: list[pa.Array]) -> pa.Array:
+    """Serialized tf.Examples, one per row, as a binary array; null cells are left out."""
     num_rows = len(columns[0]) if columns else 0
-    entries, sizes = [], np.zeros(num_rows, dtype=np.int64)
+    pieces, sizes = [], np.zeros(num_rows, dtype=np.int64)
     for name, column in sorted(zip(names, columns, strict=True), key=lambda pair: pair[0].encode()):
-        entry, entry_sizes = _feature_entries(name, column)
-        entries.append(entry)
+        column_pieces, entry_sizes = _feature_entry(name, column)
+        pieces.extend(column_pieces)
         sizes += entry_sizes
-    # Example.features holds the concatenated entries; null (missing) entries are skipped.
-    pieces = [_tag(_TAG_1), _varints(sizes), *entries]
-    examples = pc.binary_join_element_wise(*pieces, b"", null_handling="skip")
-    return examples.to_numpy(zero_copy_only=False)
+    # Example.features holds the entries; a missing cell's pieces are null and skipped. This join is
+    # the one copy of the data: everything before it only computed sizes and small headers.
+    header = _assemble([bytes([_TAG_1]), sizes], num_rows)
+    return pc.binary_join_element_wise(header, *pieces, b"", null_handling="skip")
 
 
 def first_values(array: pa.Array) -> pa.Array:
@@ -73,39 +73,41 @@ def first_values(array: pa.Array) -> pa.Array:
 # --- wire format -----------------------------------------------------------------------------
 
 
-def _feature_entries(name: str, column: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """One map entry `feature { key: name value: ... }` per row (null where the cell is null), and their sizes."""
+def _feature_entry(name: str, column: pa.Array) -> tuple[list[pa.Array], np.ndarray]:
+    """Pieces that make one map entry `feature { key: name value: ... }` per row, null where the cell is null,
+    and the entry sizes (0 where null)."""
     kind = _kind_of(column.type)
+    valid = column.is_valid()
+    key = name.encode()
+    key_field = bytes([_TAG_1]) + _varint_bytes(len(key)) + key + bytes([_TAG_2])
     if _is_list(column.type):
         list_pieces, list_sizes = _list_message(column, kind)
     else:
         payload, payload_sizes = _scalar_payload(column, kind)
         # A one-value list: for bytes a repeated field, for numbers a packed one; the same bytes either way.
-        list_pieces = [_tag(_TAG_1), _varints(payload_sizes), payload]
         list_sizes = 1 + _varint_sizes(payload_sizes) + payload_sizes
-    key = name.encode()
-    key_field = bytes([_TAG_1]) + _varint_bytes(len(key)) + key + bytes([_TAG_2])
     feature_sizes = 1 + _varint_sizes(list_sizes) + list_sizes
     entry_sizes = len(key_field) + _varint_sizes(feature_sizes) + feature_sizes
-    valid = column.is_valid()
-    pieces = [_tag(_TAG_1), _varints(entry_sizes, valid=valid), pa.scalar(key_field, pa.binary()),
-              _varints(feature_sizes), _tag(_LIST_TAG[kind]), _varints(list_sizes), *list_pieces]
-    # A null length piece makes the whole entry null (emit_null); the example then skips it.
-    entries = pc.binary_join_element_wise(*pieces, b"")
+    segments = [bytes([_TAG_1]), entry_sizes, key_field, feature_sizes, bytes([_LIST_TAG[kind]]), list_sizes]
+    if _is_list(column.type):
+        pieces = [pc.binary_join_element_wise(_assemble(segments, len(column), valid), *list_pieces, b"")]
+    else:
+        pieces = [_assemble([*segments, bytes([_TAG_1]), payload_sizes], len(column), valid), payload]
     sizes = np.where(valid.to_numpy(zero_copy_only=False), 1 + _varint_sizes(entry_sizes) + entry_sizes, 0)
-    return entries, sizes
+    return pieces, sizes
 
 
 def _scalar_payload(column: pa.Array, kind: str) -> tuple[pa.Array, np.ndarray]:
-    """The value of each row as wire bytes (a varint, 4 float bytes or the bytes themselves) and their sizes."""
+    """The value of each row as wire bytes (a varint, 4 float bytes or the bytes themselves), null where
+    the cell is null, and their sizes."""
+    valid = column.is_valid()
     if kind == "int":
         numbers = pc.fill_null(column, 0).to_numpy().view(np.uint64)  # negative int64: 10-byte varints
-        return _varints(numbers), _varint_sizes(numbers)
+        return _varints(numbers, valid=valid), _varint_sizes(numbers)
     if kind == "float":
         floats = pc.fill_null(column, 0.0).to_numpy().astype("<f4", copy=False)
-        return _fixed_width(floats.view(np.uint8), len(floats), 4), np.full(len(floats), 4, dtype=np.int64)
-    values = pc.fill_null(column, b"")
-    return values, pc.binary_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
+        return _fixed_width(floats.view(np.uint8), len(floats), 4, valid), np.full(len(floats), 4, dtype=np.int64)
+    return column, pc.fill_null(pc.binary_length(column), 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _list_message(column: pa.Array, kind: str) -> tuple[list, np.ndarray]:
@@ -142,6 +144,8 @@ def _list_message(column: pa.Array, kind: str) -> tuple[list, np.ndarray]:
 def _varint_sizes(values: np.ndarray) -> np.ndarray:
     """Bytes of the base-128 varint of each value (1 to 10)."""
     values = np.asarray(values).astype(np.uint64, copy=False)
+    if not len(values) or values.max() < 128:  # the usual case for lengths: skip the search
+        return np.ones(len(values), dtype=np.int64)
     return 1 + np.searchsorted(_VARINT_LIMITS, values, side="right")
 
 
@@ -149,6 +153,8 @@ def _varints(values: np.ndarray, valid: pa.Array | None = None, where: np.ndarra
     """A binary array of the varint of each value; null where `valid` is false, empty where `where` is false."""
     values = np.asarray(values).astype(np.uint64, copy=False)
     count = len(values)
+    if where is None and (not count or values.max() < 128):  # one byte each: the values themselves
+        return _fixed_width(values.astype(np.uint8), count, 1, valid)
     sizes = _varint_sizes(values)
     if where is not None:
         sizes = np.where(where, sizes, 0)
@@ -156,19 +162,61 @@ def _varints(values: np.ndarray, valid: pa.Array | None = None, where: np.ndarra
     np.cumsum(sizes, out=offsets[1:])
     data = np.empty(int(offsets[-1]), dtype=np.uint8)
     for position in range(int(sizes.max(initial=0))):
-        rows = np.flatnonzero(sizes > position) if position else np.flatnonzero(sizes)
-        digits = ((values[rows] >> np.uint64(7 * position)) & np.uint64(0x7F)).astype(np.uint8)
-        digits[sizes[rows] > position + 1] |= 0x80  # continuation bit
-        data[offsets[rows] + position] = digits
-    validity = None
-    if valid is not None and valid.false_count:
-        validity = valid.buffers()[1]  # a freshly computed boolean array: bitmap at offset 0
-    return pa.Array.from_buffers(pa.binary(), count, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+        rows = np.flatnonzero(sizes > position)
+        data[offsets[rows] + position] = _varint_digit(values[rows], position, sizes[rows])
+    return _binary(offsets, data, count, valid)
 
 
-def _fixed_width(data: np.ndarray, count: int, width: int) -> pa.Array:
-    offsets = np.arange(0, (count + 1) * width, width, dtype=np.int32)
-    return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))])
+def _assemble(segments: list, count: int, valid: pa.Array | None = None) -> pa.Array:
+    """A binary array whose row r concatenates the segments: constant bytes, or varints of per-row values.
+
+    Headers are small, so they are written with numpy; when every segment has the same size in
+    every row (the usual case: lengths under 128) the rows are the rows of one 2-D array.
+    """
+    sizes = [np.full(count, len(segment)) if isinstance(segment, bytes) else _varint_sizes(segment) for segment in segments]
+    if all(not count or size.min() == size.max() for size in sizes):
+        widths = [int(size[0]) if count else 0 for size in sizes]
+        rows = np.empty((count, sum(widths)), dtype=np.uint8)
+        column = 0
+        for segment, width in zip(segments, widths, strict=True):
+            if isinstance(segment, bytes):
+                rows[:, column:column + width] = np.frombuffer(segment, dtype=np.uint8)
+            else:
+                for position in range(width):
+                    rows[:, column + position] = _varint_digit(np.asarray(segment, dtype=np.uint64), position, width)
+            column += width
+        return _fixed_width(rows.reshape(-1), count, rows.shape[1], valid)
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.sum(sizes, axis=0), out=offsets[1:])
+    data = np.empty(int(offsets[-1]), dtype=np.uint8)
+    starts = offsets[:-1].copy()
+    for segment, size in zip(segments, sizes, strict=True):
+        if isinstance(segment, bytes):
+            for position, byte in enumerate(segment):
+                data[starts + position] = byte
+        else:
+            values = np.asarray(segment, dtype=np.uint64)
+            for position in range(int(size.max())):
+                rows = np.flatnonzero(size > position)
+                data[starts[rows] + position] = _varint_digit(values[rows], position, size[rows])
+        starts += size
+    return _binary(offsets.astype(np.int32), data, count, valid)
+
+
+def _varint_digit(values: np.ndarray, position: int, sizes) -> np.ndarray:
+    """Byte `position` of each varint: 7 bits of the value, with the continuation bit unless it is the last."""
+    digits = ((values >> np.uint64(7 * position)) & np.uint64(0x7F)).astype(np.uint8)
+    return digits | np.where(np.asarray(sizes) > position + 1, 0x80, 0).astype(np.uint8)
+
+
+def _fixed_width(data: np.ndarray, count: int, width: int, valid: pa.Array | None = None) -> pa.Array:
+    return _binary(np.arange(count + 1, dtype=np.int32) * width, data, count, valid)
+
+
+def _binary(offsets: np.ndarray, data: np.ndarray, count: int, valid: pa.Array | None = None) -> pa.Array:
+    """A binary array over numpy buffers; null where `valid` (a fresh boolean array) is false."""
+    validity = valid.buffers()[1] if valid is not None and valid.false_count else None
+    return pa.Array.from_buffers(pa.binary(), count, [validity, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))])
 
 
 def _tag(tag: int) -> pa.Scalar:

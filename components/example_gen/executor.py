@@ -22,6 +22,8 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from absl import logging
 from tfx import types
 from tfx.components.util import examples_utils
@@ -32,13 +34,13 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from components.errors import DataError
-from components.example_gen import assign, encode, sources
+from components.example_gen import assign, encode, sources, tfrecord
 from components.example_gen.options import IngestOptions
 
 FILE_PREFIX = "data_tfrecord"  # stock ExampleGen's name, so tools that glob for it find the shards
 FILE_FORMAT = "tfrecords_gzip"
 PARTS_DIR = "parts"
-COMPRESSION_LEVEL = 6  # zlib's default, as stock ExampleGen (through Beam) uses
+COMPRESSION_LEVEL = 1  # fastest zlib level: ingestion is CPU-bound, and its output is read by the next steps only
 COPY_BUFFER_BYTES = 8 << 20
 _BEAM_STEP_SUFFIX = re.compile(r" \[while running '[^']*'\]$")
 
@@ -69,11 +71,14 @@ class _EncodeFile(beam.DoFn):
         batches = sources.iter_records(scan) if plan.format == "tfrecord" else sources.iter_tables(scan, plan.columns)
         with _PartWriters(self._parts_uri, index) as parts:
             for batch in batches:
-                records, key_values = self._encode(scan, batch, plan, file_rows)
+                examples, key_values = self._encode(scan, batch, plan, file_rows)
+                crcs = tfrecord.data_crcs(examples.to_numpy(zero_copy_only=False))
+                framed = tfrecord.frame(examples, crcs)
+                hashes = assign.content_hashes(crcs, pc.binary_length(examples).to_numpy(zero_copy_only=False))
                 first_row = plan.offsets[index] + file_rows
-                for (split, shard), rows in self._assign(records, key_values, first_row, plan.total_rows):
-                    parts.write(self._split_names[split], shard, records[rows])
-                file_rows += len(records)
+                for (split, shard), rows in self._assign(hashes, key_values, first_row, plan.total_rows):
+                    parts.write(self._split_names[split], shard, framed.take(pa.array(rows)))
+                file_rows += len(examples)
         if file_rows != scan.num_rows:
             raise DataError(f"{scan.path}: the file changed while it was read ({scan.num_rows} rows, then {file_rows}); "
                             "run again")
@@ -81,10 +86,10 @@ class _EncodeFile(beam.DoFn):
             yield (split, shard), (index, path)
 
     def _encode(self, scan, batch, plan, first_row):
-        """(serialized examples, key column values or None) of one batch."""
+        """(serialized examples as a binary array, key column values or None) of one batch."""
         key = self._options.key if self._options.strategy == "hash" else None
         if plan.format == "tfrecord":
-            return batch, (_tfrecord_key(batch, key) if key else None)
+            return pa.array(batch, type=pa.binary()), (_tfrecord_key(batch, key) if key else None)
         try:
             arrays = encode.to_feature_values(batch, plan.kinds)
         except encode.ValueConversionError as error:
@@ -92,13 +97,12 @@ class _EncodeFile(beam.DoFn):
         key_values = encode.first_values(arrays[plan.columns.index(key)]) if key else None
         return encode.encode_examples(list(plan.columns), arrays), key_values
 
-    def _assign(self, records, key_values, first_row, total_rows):
+    def _assign(self, hashes, key_values, first_row, total_rows):
         """Yields ((split index, shard), row indices in input order) for the non-empty groups."""
         options = self._options
-        content = assign.content_hashes(records)
-        splits = assign.split_indices(content, self._split_sizes, options.seed)
-        row_numbers = np.arange(first_row, first_row + len(records), dtype=np.int64)
-        shard_hashes = assign.key_hashes(key_values) if key_values is not None else content
+        splits = assign.split_indices(hashes, self._split_sizes, options.seed)
+        row_numbers = np.arange(first_row, first_row + len(hashes), dtype=np.int64)
+        shard_hashes = assign.key_hashes(key_values) if key_values is not None else hashes
         shards = assign.shard_indices(options.strategy, options.num_shards, options.seed, row_numbers, total_rows,
                                       shard_hashes)
         groups = splits * options.num_shards + shards
@@ -110,23 +114,22 @@ class _EncodeFile(beam.DoFn):
 
 
 class _PartWriters:
-    """Lazily opened gzipped TFRecord writers, one per (split, shard), for one input file."""
+    """Lazily opened part files, one gzipped TFRecord file per (split, shard), for one input file."""
 
     def __init__(self, parts_uri: str, file_index: int):
         self._parts_uri = parts_uri
         self._file_index = file_index
-        self._writers = {}
+        self._writers: dict[tuple[str, int], tfrecord.GzipRecordWriter] = {}
         self.paths: dict[tuple[str, int], str] = {}
 
-    def write(self, split: str, shard: int, records: np.ndarray) -> None:
+    def write(self, split: str, shard: int, framed: pa.Array) -> None:
         writer = self._writers.get((split, shard))
         if writer is None:
             fileio.makedirs(self._parts_uri)
             path = os.path.join(self._parts_uri, f"{split}.{shard:05d}.{self._file_index:06d}.gz")
-            writer = self._writers[(split, shard)] = _tfrecord_writer(path)
+            writer = self._writers[(split, shard)] = tfrecord.GzipRecordWriter(path, COMPRESSION_LEVEL)
             self.paths[(split, shard)] = path
-        for record in records:
-            writer.write(record)
+        writer.write(framed)
 
     def __enter__(self):
         return self
@@ -156,7 +159,7 @@ class _WriteShard(beam.DoFn):
         fileio.makedirs(directory)
         target = os.path.join(directory, shard_file_name(shard, self._num_shards))
         if not paths:
-            _tfrecord_writer(target).close()  # a valid gzip stream of no records
+            tfrecord.GzipRecordWriter(target, COMPRESSION_LEVEL).close()  # a valid gzip stream of no records
         elif len(paths) == 1:
             fileio.rename(paths[0], target, overwrite=True)
         else:
@@ -166,15 +169,8 @@ class _WriteShard(beam.DoFn):
                         shutil.copyfileobj(part, out, COPY_BUFFER_BYTES)
 
 
-def _tfrecord_writer(path: str):
-    import tensorflow as tf
-
-    return tf.io.TFRecordWriter(path, tf.io.TFRecordOptions(compression_type="GZIP", compression_level=COMPRESSION_LEVEL))
-
-
 def _tfrecord_key(records: np.ndarray, key: str):
     """The key column of serialized tf.Examples (decoded for this only); null where absent."""
-    import pyarrow as pa
     from tfx_bsl.coders import example_coder
 
     batch = example_coder.ExamplesToRecordBatchDecoder().DecodeBatch(list(records))

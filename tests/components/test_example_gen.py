@@ -171,7 +171,7 @@ def test_encoding_is_protobufs_deterministic_serialization():
     """Byte-for-byte what protobuf writes with sorted map keys, so bytes never depend on the process."""
     columns = {"b": pa.array([b"x", None, b""]), "a": pa.array([1, -2, None]), "f": pa.array([0.5, None, 2.0], pa.float32()),
                "l": pa.array([[1, 2], [], None], pa.list_(pa.int64()))}
-    encoded = encode.encode_examples(list(columns), list(columns.values()))
+    encoded = encode.encode_examples(list(columns), list(columns.values())).to_pylist()
     expected = [
         {"a": ("int64_list", [1]), "b": ("bytes_list", [b"x"]), "f": ("float_list", [0.5]), "l": ("int64_list", [1, 2])},
         {"a": ("int64_list", [-2]), "l": ("int64_list", [])},

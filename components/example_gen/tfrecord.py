@@ -1,0 +1,95 @@
+"""Gzipped TFRecord files written a batch of records at a time.
+
+TensorFlow's `TFRecordWriter` costs about 2 µs of Python per record, as much as encoding the
+record. Here a batch is framed at once: every record gets the TFRecord header (length, masked
+CRC-32C of the length) and footer (masked CRC-32C of the data), built with numpy; the framed
+batch is one buffer that zlib compresses into a gzip stream. Only the data CRC is computed
+record by record, by the `google-crc32c` C extension (a dependency of the Google Cloud
+libraries that TFX installs).
+
+    record = uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import google_crc32c
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tfx.dsl.io import fileio
+
+_MASK_DELTA = np.uint32(0xA282EAD8)
+
+
+def _castagnoli_table() -> np.ndarray:
+    """The byte-at-a-time lookup table of CRC-32C (reflected polynomial 0x82F63B78)."""
+    table = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        table = np.where(table & 1, (table >> 1) ^ np.uint32(0x82F63B78), table >> 1).astype(np.uint32)
+    return table
+
+
+_TABLE = _castagnoli_table()
+
+
+def data_crcs(records: np.ndarray) -> np.ndarray:
+    """CRC-32C of each record (an object array of bytes)."""
+    return np.fromiter(map(google_crc32c.value, records), dtype=np.uint32, count=len(records))
+
+
+def frame(records: pa.Array, crcs: np.ndarray) -> pa.Array:
+    """Each record with its TFRecord header and footer, as a binary array (one buffer of framed records)."""
+    count = len(records)
+    lengths = pc.binary_length(records).to_numpy(zero_copy_only=False).astype("<u8")
+    header = np.empty((count, 12), dtype=np.uint8)
+    header[:, :8] = lengths.view(np.uint8).reshape(count, 8)
+    header[:, 8:] = _masked(_crc_of_lengths(lengths)).astype("<u4").view(np.uint8).reshape(count, 4)
+    footer = _masked(crcs).astype("<u4").view(np.uint8)
+    return pc.binary_join_element_wise(_fixed_width(header.reshape(-1), count, 12), records,
+                                       _fixed_width(footer, count, 4), b"")
+
+
+class GzipRecordWriter:
+    """Appends framed records to one gzip stream (a single gzip member) in a new file."""
+
+    def __init__(self, path: str, level: int):
+        self._file = fileio.open(path, "wb")
+        # wbits 31: gzip header and trailer; zlib writes no file name and a zero time, so bytes are reproducible.
+        self._compressor = zlib.compressobj(level, zlib.DEFLATED, 31)
+
+    def write(self, framed: pa.Array) -> None:
+        """Writes the framed records of `framed` (as returned by `frame`, or a `take` of it)."""
+        offsets = np.frombuffer(framed.buffers()[1], dtype=np.int32)[framed.offset:framed.offset + len(framed) + 1]
+        start, end = int(offsets[0]), int(offsets[-1])
+        self._file.write(self._compressor.compress(framed.buffers()[2].slice(start, end - start)))
+
+    def close(self) -> None:
+        self._file.write(self._compressor.flush())
+        self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+def _crc_of_lengths(lengths: np.ndarray) -> np.ndarray:
+    """CRC-32C of each 8-byte little-endian length, table-driven over all records at once."""
+    crc = np.full(len(lengths), 0xFFFFFFFF, dtype=np.uint32)
+    for byte in lengths.view(np.uint8).reshape(len(lengths), 8).T:
+        crc = _TABLE[(crc ^ byte) & 0xFF] ^ (crc >> np.uint32(8))
+    return crc ^ np.uint32(0xFFFFFFFF)
+
+
+def _masked(crc: np.ndarray) -> np.ndarray:
+    """TFRecord's masking of a CRC: rotate right by 15 bits and add a constant (mod 2**32)."""
+    crc = crc.astype(np.uint32)
+    return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + _MASK_DELTA
+
+
+def _fixed_width(data: np.ndarray, count: int, width: int) -> pa.Array:
+    offsets = np.arange(0, (count + 1) * width, width, dtype=np.int32)
+    return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))])
