@@ -52,6 +52,8 @@ dl.facts { display: grid; grid-template-columns: max-content auto; gap: 2px 16px
 dl.facts dt { color: var(--muted); }
 dl.facts dd { margin: 0; }
 .picture { overflow-x: auto; }
+details > summary { cursor: pointer; }
+details > summary h3 { display: inline; }
 .charts { display: flex; flex-wrap: wrap; gap: 12px; }
 svg text { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; font-size: 11px; fill: #333; }
 svg text.node-label { font-size: 13px; font-weight: 600; }

@@ -118,10 +118,12 @@ def statistics_section(summary: dict[str, Any]) -> str:
     if not splits:
         return unavailable("statistics", title, f"no Split-*/FeatureStats.pb in {uri}")
     body = ""
-    for split, dataset in splits:
+    for index, (split, dataset) in enumerate(splits):
         rows = [_feature_row(feature, dataset.num_examples) for feature in sorted(dataset.features, key=_feature_name)]
-        body += f"<h3>{esc(split)} split: {esc(fmt(dataset.num_examples))} examples</h3>"
-        body += table(["feature", "type", "count", "missing", "summary", "distribution"], rows, "stats")
+        heading = f"{esc(split)} split: {esc(fmt(dataset.num_examples))} examples"
+        # The first split (train) is open; the others fold away so that the page stays short with many features.
+        body += f"<details{' open' if index == 0 else ''}><summary><h3>{heading}</h3></summary>"
+        body += table(["feature", "type", "count", "missing", "summary", "distribution"], rows, "stats") + "</details>"
     return section("statistics", title, body)
 
 

@@ -148,7 +148,7 @@ def _ticks(low: float, high: float, count: int = 5, integer: bool = False) -> li
     raw = (high - low) / (count - 1)
     magnitude = 10 ** math.floor(math.log10(raw))
     multiples = (1, 2, 5, 10) if integer else (1, 2, 2.5, 5, 10)
-    step = next(m * magnitude for m in multiples if m * magnitude >= raw)
+    step = min((m * magnitude for m in multiples), key=lambda candidate: abs(candidate - raw))
     if integer:
         step = max(1, round(step))
     first = math.floor(low / step) * step

@@ -1,0 +1,82 @@
+"""The SVG builders: well-formed markup, escaped text, and no failure on degenerate data."""
+
+from __future__ import annotations
+
+import math
+from xml.etree import ElementTree
+
+from pipeline.report import svg
+from pipeline.report.svg import GraphNode
+
+
+def parse(markup: str) -> ElementTree.Element:
+    root = ElementTree.fromstring(markup)  # raises on malformed markup
+    assert root.tag == "svg"
+    return root
+
+
+def test_graph_has_a_box_per_node_and_an_arrow_between_consecutive_ones():
+    nodes = [GraphNode(f"stage{i}", status, 1.0) for i, status in enumerate(["ran", "cached", "failed", "not_run"] * 3)]
+    root = parse(svg.pipeline_graph(nodes, per_row=5))
+    boxes = [g for g in root.iter("g") if "node" in g.get("class", "")]
+    assert [g.get("class") for g in boxes] == [f"node status-{n.status}" for n in nodes]
+    assert len(root.findall("polyline")) == len(nodes) - 1
+    # 12 nodes in rows of 5: three rows, so the picture is taller than it is for one row.
+    one_row = parse(svg.pipeline_graph(nodes[:3]))
+    assert float(root.get("height")) > float(one_row.get("height"))
+
+
+def test_graph_escapes_labels_and_notes():
+    markup = svg.pipeline_graph([GraphNode("<b>&", "failed", 2.0, note='x "<script>"')])
+    root = parse(markup)
+    assert "<script>" not in markup and "<b>" not in markup
+    texts = [t.text for t in root.iter("text")]
+    assert "<b>&" in texts and "failed · 2.0 s" in texts
+    assert 'x "<script>"' in "".join(t.text or "" for t in root.iter("title"))
+
+
+def test_graph_of_no_nodes_is_still_a_picture():
+    parse(svg.pipeline_graph([]))
+
+
+def test_histogram_scales_bars_to_the_largest_bucket():
+    root = parse(svg.histogram([(0, 1, 5), (1, 2, 10), (2, 3, 0)], "h", width=90, height=40))
+    heights = [float(r.get("height")) for r in root.iter("rect")]
+    assert heights[1] == max(heights) and heights[2] == 0 and heights[0] == heights[1] / 2
+
+
+def test_histogram_of_a_constant_feature_and_of_nothing():
+    # TFDV gives a constant feature buckets that all start and end at the same value.
+    constant = parse(svg.histogram([(3, 3, 4), (3, 3, 0)], "c"))
+    assert all(math.isfinite(float(r.get("x"))) for r in constant.iter("rect"))
+    parse(svg.histogram([], "empty"))
+
+
+def test_bars_label_each_value_with_its_count_escaped():
+    markup = svg.bars([("a<b", 3), ("c", 1)], "top values")
+    labels = [t.text for t in parse(markup).iter("text")]
+    assert labels == ["a<b (3)", "c (1)"]
+
+
+def test_line_chart_draws_a_series_per_name_and_skips_non_finite_values():
+    series = {"train": [(1, 1.0), (2, 0.5), (3, math.nan)], "eval": [(1, 1.2), (2, 0.7), (3, 0.6)]}
+    root = parse(svg.line_chart(series, "loss", "epoch"))
+    lines = [p for p in root.iter("polyline") if p.get("class") == "series"]
+    assert [len(p.get("points").split()) for p in lines] == [2, 3]
+    assert {"train", "eval", "loss", "epoch"} <= {t.text for t in root.iter("text")}
+
+
+def test_line_chart_of_one_point_and_of_no_points():
+    parse(svg.line_chart({"only": [(5, 2.0)]}, "one", "step"))
+    root = parse(svg.line_chart({}, "none", "step"))
+    assert "no values" in [t.text for t in root.iter("text")]
+
+
+def test_integer_axes_get_whole_ticks():
+    assert svg._ticks(1, 10, integer=True) == [2, 4, 6, 8, 10]
+    assert all(float(t).is_integer() for t in svg._ticks(1, 3, integer=True))
+    assert svg._ticks(0, 1) == [0, 0.25, 0.5, 0.75, 1]
+
+
+def test_fmt_keeps_numbers_short():
+    assert [svg.fmt(v) for v in (3.0, 0.123456, 1234567.0, math.nan, None)] == ["3", "0.1235", "1234567", "–", "–"]
