@@ -17,6 +17,7 @@ from components.anomaly_gate.component import AnomalyGate
 from components.baseline_model.component import BaselineAwareEvaluator, BaselineModel
 from components.example_gen.component import ShardedExampleGen
 from components.pusher.component import AtomicPusher
+from components.reference_schema.component import ReferenceSchema
 from pipeline import layout
 from pipeline.config import STAGES, Config
 
@@ -24,8 +25,9 @@ PREPROCESSING_FN = "components.transform.preprocessing.preprocessing_fn"
 RUN_FN = "components.trainer.run_fn.run_fn"
 GATE_ID = "anomaly_gate"
 BASELINE_ID = "baseline"
+REFERENCE_ID = "reference_schema"
 # Nodes that are part of a stage without being named after it.
-STAGE_OF_NODE = {GATE_ID: "validation", BASELINE_ID: "evaluate"}
+STAGE_OF_NODE = {GATE_ID: "validation", BASELINE_ID: "evaluate", REFERENCE_ID: "schema"}
 # Metrics where a lower value is better; the others are better higher.
 LOWER_IS_BETTER = {"mean_squared_error", "mean_absolute_error", "root_mean_squared_error"}
 # TFMA metric class for each threshold name a config may use.
@@ -75,9 +77,15 @@ def build_pipeline(config: Config, until: str | None = None, metadata_connection
     else:
         schema_gen = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=True)
     schema = add("schema", schema_gen).outputs["schema"]
+    reference_path = ""
+    if not config.schema_.path:
+        reference_path = layout.reference_schema_path(config)
+        schema = add(REFERENCE_ID, ReferenceSchema(schema=schema, reference_path=reference_path)).outputs["reference_schema"]
     validator = add("validation", tfx.components.ExampleValidator(statistics=statistics.outputs["statistics"], schema=schema))
     if config.validation.fail_on_anomalies:
-        schema = add(GATE_ID, AnomalyGate(anomalies=validator.outputs["anomalies"], schema=schema)).outputs["validated_schema"]
+        schema = add(
+            GATE_ID, AnomalyGate(anomalies=validator.outputs["anomalies"], schema=schema, reference_path=reference_path)
+        ).outputs["validated_schema"]
 
     transform = add(
         "transform",

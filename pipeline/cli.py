@@ -56,9 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--verbose", action="store_true", help="show library logs on the console instead of the log file")
     run.set_defaults(handler=_run)
 
-    compile_ = with_config("compile", "Compile the pipeline for Kubeflow Pipelines v2.")
-    compile_.add_argument("-o", "--output", default="pipeline.yaml", help="output file (.yaml: a bare PipelineSpec)")
-    compile_.set_defaults(handler=_compile)
+    from pipeline.kubeflow.commands import add_commands
+
+    add_commands(verbs)  # compile, submit, rehearse
 
     schema = verbs.add_parser("schema", help="Print the JSON Schema of the config.")
     schema.set_defaults(handler=_schema)
@@ -93,10 +93,6 @@ def _resume_command(args) -> str:
     if args.until:
         parts += ["--until", args.until]
     return " ".join(parts)
-
-
-def _compile(args) -> int:
-    raise UserError("`dtfx compile` (Kubeflow Pipelines) is not available yet")
 
 
 def _schema(args) -> int:

@@ -22,6 +22,11 @@ def metadata_path(config: Config) -> str:
     return os.path.join(pipeline_dir(config), "metadata.sqlite")
 
 
+def reference_schema_path(config: Config) -> str:
+    """The schema of the first data that passed validation; later data is checked against it."""
+    return os.path.join(pipeline_root(config), "reference_schema", "schema.pbtxt")
+
+
 def serving_dir(config: Config) -> str:
     """Pushed model versions, one numbered directory each, as TF Serving expects."""
     return config.pusher.serving_dir or os.path.join(pipeline_dir(config), "serving")

@@ -8,7 +8,7 @@ locally and on Kubeflow alike (a data dependency, not an orchestrator feature).
 from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
-from tfx.types.component_spec import ChannelParameter, ComponentSpec
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from components.anomaly_gate import executor
 
@@ -16,7 +16,7 @@ from components.anomaly_gate import executor
 class AnomalyGateSpec(ComponentSpec):
     """Anomalies and the schema in; the same schema out, only if the data had no anomaly."""
 
-    PARAMETERS = {}
+    PARAMETERS = {"reference_path": ExecutionParameter(type=str)}
     INPUTS = {
         "anomalies": ChannelParameter(type=standard_artifacts.ExampleAnomalies),
         "schema": ChannelParameter(type=standard_artifacts.Schema),
@@ -30,11 +30,13 @@ class AnomalyGate(base_component.BaseComponent):
     SPEC_CLASS = AnomalyGateSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
 
-    def __init__(self, anomalies, schema):
+    def __init__(self, anomalies, schema, reference_path: str = ""):
+        """`reference_path`: where the schema is kept as the reference for later runs once data passes; '' keeps none."""
         super().__init__(
             spec=AnomalyGateSpec(
                 anomalies=anomalies,
                 schema=schema,
+                reference_path=reference_path,
                 validated_schema=types.Channel(type=standard_artifacts.Schema),
             )
         )

@@ -11,6 +11,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 
 from components.errors import DataError
+from components.reference_schema.executor import store_reference
 
 ANOMALIES_FILE = "SchemaDiff.pb"
 SCHEMA_FILE = "schema.pbtxt"
@@ -43,7 +44,20 @@ class Executor(base_executor.BaseExecutor):
             raise DataError(
                 f"data validation found {len(found)} anomal{'y' if len(found) == 1 else 'ies'}; the run stops before "
                 f"Transform (set validation.fail_on_anomalies: false to train anyway):\n{listing}"
+                + _reference_hint(exec_properties)
             )
         schema = artifact_utils.get_single_instance(input_dict["schema"])
         target = artifact_utils.get_single_instance(output_dict["validated_schema"])
-        fileio.copy(os.path.join(schema.uri, SCHEMA_FILE), os.path.join(target.uri, SCHEMA_FILE), overwrite=True)
+        schema_file = os.path.join(schema.uri, SCHEMA_FILE)
+        fileio.copy(schema_file, os.path.join(target.uri, SCHEMA_FILE), overwrite=True)
+        store_reference(schema_file, exec_properties.get("reference_path", ""))
+
+
+def _reference_hint(exec_properties) -> str:
+    reference = exec_properties.get("reference_path", "")
+    if reference and fileio.exists(reference):
+        return (
+            f"\nThe data was checked against the schema of the last data that passed ({reference}); "
+            "if the change is intended, delete that file and run again."
+        )
+    return ""

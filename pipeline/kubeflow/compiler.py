@@ -13,8 +13,11 @@ by module path, so nothing is uploaded to the pipeline root, and the data is not
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import sys
+import tempfile
 
 import yaml
 
@@ -50,15 +53,17 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
     """
     if not output.endswith((".yaml", ".yml")):
         raise UserError(f"{output}: the output must be a .yaml file (a PipelineSpec, as the Kubeflow UI and kfp.Client take)")
-    # TFX and TensorFlow load in seconds: only here, not when the CLI starts.
-    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+    with _quiet_stderr():
+        # TFX and TensorFlow load in seconds: only here, not when the CLI starts.
+        from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
-    from pipeline.builder import build_pipeline
+        from pipeline.builder import build_pipeline
 
-    pipeline = build_pipeline(config)
-    defaults = parameters.parameterise(pipeline)
-    runner_config = v2.KubeflowV2DagRunnerConfig(default_image=image, default_commands=ENTRYPOINT, use_pipeline_spec_2_1=True)
-    job = v2.KubeflowV2DagRunner(config=runner_config).run(pipeline, write_out=False)
+        pipeline = build_pipeline(config)
+        _check_resource_steps(config, [node.id for node in pipeline.components])
+        defaults = parameters.parameterise(pipeline)
+        runner_config = v2.KubeflowV2DagRunnerConfig(default_image=image, default_commands=ENTRYPOINT, use_pipeline_spec_2_1=True)
+        job = v2.KubeflowV2DagRunner(config=runner_config).run(pipeline, write_out=False)
     spec = job["pipelineSpec"]
     notes = _finish(spec, config, defaults, pipeline_root)
     unsupported = open_source_problems(spec)
@@ -87,6 +92,14 @@ def open_source_problems(spec: dict) -> list[str]:
     return problems
 
 
+def _check_resource_steps(config: Config, steps: list[str]) -> None:
+    """Raises UserError naming every `kubeflow.resources` key that is not a step of this pipeline."""
+    unknown = [step for step in config.kubeflow.resources if step not in steps]
+    if unknown:
+        lines = [f"kubeflow.resources.{step}: this pipeline has no step {step!r}" for step in unknown]
+        raise UserError("\n".join(lines) + f"\n  (its steps: {', '.join(steps)})")
+
+
 def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root: str) -> list[str]:
     """Adds what TFX leaves out of a bare PipelineSpec; returns notes for the user."""
     notes = []
@@ -94,10 +107,8 @@ def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root:
     # TFX puts the root only into a PipelineJob's runtimeConfig; a run created from this file uses this one.
     spec["defaultPipelineRoot"] = pipeline_root
     executors = spec["deploymentSpec"]["executors"]
+    tasks = spec["root"]["dag"]["tasks"]
     for step, wanted in config.kubeflow.resources.items():
-        if step not in spec["components"]:
-            notes.append(f"kubeflow.resources.{step}: this pipeline has no {step} step (see its config section)")
-            continue
         resources = platform.resource_spec(wanted)
         if resources:
             executors[spec["components"][step]["executorLabel"]]["container"]["resources"] = resources
@@ -106,7 +117,7 @@ def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root:
     # cache on the step's settings alone, so a cached ingest would return the first run's examples for as
     # long as data.path stays the same. Ingest therefore always runs; as Kubeflow keys the later steps on
     # their input artifacts, they run again too. A failed run resumes with the UI's Retry instead.
-    ingest = spec["root"]["dag"]["tasks"].get(INGEST_STEP)
+    ingest = tasks.get(INGEST_STEP)
     if ingest is not None and ingest.pop("cachingOptions", None):
         notes.append("ingest is never cached on Kubeflow (its cache would not see changed data); use Retry to resume a run")
     return notes
@@ -128,3 +139,29 @@ def write_spec(path: str, spec: dict, platform_spec: dict | None) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         handle.write("\n".join(header) + "\n")
         yaml.safe_dump_all(documents, handle, sort_keys=True)
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Keeps what TensorFlow and Google's libraries print while loading (CUDA factories, deprecation
+    warnings) off the console. If the block fails other than by a UserError, the captured output is
+    replayed, since it may say why."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    replay = False
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        except UserError:
+            raise
+        except BaseException:
+            replay = True
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            if replay:
+                capture.seek(0)
+                sys.stderr.write(capture.read().decode(errors="replace"))

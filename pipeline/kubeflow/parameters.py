@@ -19,8 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from tfx.orchestration import data_types
-
 
 @dataclasses.dataclass(frozen=True)
 class RunParameter:
@@ -45,6 +43,8 @@ def parameterise(pipeline) -> dict[str, str]:
     Steps the pipeline does not have are skipped. Each default is the property's value as
     built, as one line of JSON (the run form shows it in a one-line field).
     """
+    from tfx.orchestration import data_types
+
     nodes = {node.id: node for node in pipeline.components}
     defaults = {}
     for parameter in RUN_PARAMETERS:

@@ -1,0 +1,181 @@
+"""The Kubeflow verbs of the `dtfx` command line: compile, submit, rehearse.
+
+`add_commands(verbs)` registers them on the CLI's subparsers. Each takes the config as the
+other verbs do (CONFIG, `--set KEY=VALUE`); a user mistake raises UserError, which the CLI
+prints without a traceback and turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import tempfile
+import time
+
+from pipeline.errors import ConfigError, UserError
+
+# The image name written into a rehearsal's spec when the config names none: a rehearsal runs
+# every step with this environment's Python, never from an image.
+REHEARSAL_IMAGE = "dtfx-rehearsal"
+EXIT_TASK_FAILED = 1
+
+
+def add_commands(verbs) -> None:
+    """Adds `compile`, `submit` and `rehearse` to `verbs`, the CLI's argparse subparsers object."""
+    compile_ = _with_config(verbs, "compile", "Compile the pipeline for Kubeflow Pipelines v2 (a PipelineSpec YAML file).")
+    compile_.add_argument("-o", "--output", default="pipeline.yaml", help="output file, .yaml (default: pipeline.yaml)")
+    compile_.set_defaults(handler=compile_command)
+
+    submit = _with_config(verbs, "submit", "Compile the pipeline and start a run on a Kubeflow Pipelines API.")
+    submit.add_argument(
+        "--host",
+        default=os.environ.get("KF_PIPELINES_ENDPOINT"),
+        help="Kubeflow Pipelines API or UI address, e.g. http://localhost:8080 (default: $KF_PIPELINES_ENDPOINT)",
+    )
+    submit.add_argument("--experiment", help="experiment of the run, created if missing (default: the pipeline name)")
+    submit.add_argument("--run-name", help="name of the run (default: the pipeline name and the time)")
+    submit.add_argument("--namespace", help="your profile namespace, on multi-user Kubeflow")
+    submit.add_argument("-o", "--output", help="also keep the submitted pipeline file here (.yaml)")
+    submit.set_defaults(handler=submit_command)
+
+    rehearse = _with_config(
+        verbs, "rehearse", "Compile the pipeline, then run the compiled file on this machine as Kubeflow would run it."
+    )
+    rehearse.add_argument(
+        "--workdir", help="where the compiled file, artifacts and task logs go (default: <output_root>/<name>/rehearsals/<time>)"
+    )
+    rehearse.set_defaults(handler=rehearse_command)
+
+
+def compile_command(args) -> int:
+    """`dtfx compile`: checks the config for a cluster, then writes the PipelineSpec YAML."""
+    config = _cluster_config(args)
+    from pipeline.kubeflow.compiler import compile_pipeline
+
+    compiled = compile_pipeline(config, args.output, config.kubeflow.image, config.kubeflow.pipeline_root)
+    _print_compiled(compiled)
+    return 0
+
+
+def submit_command(args) -> int:
+    """`dtfx submit`: compiles, then creates a run of the compiled file through kfp.Client."""
+    if not args.host:
+        raise UserError("give the Kubeflow Pipelines address with --host URL (or set KF_PIPELINES_ENDPOINT)")
+    config = _cluster_config(args)
+    from pipeline.kubeflow.compiler import compile_pipeline
+    from pipeline.kubeflow.submit import submit_run
+
+    experiment = args.experiment or config.pipeline.name
+    run_name = args.run_name or f"{config.pipeline.name} {datetime.datetime.now():%Y-%m-%d %H:%M:%S}"
+    with tempfile.TemporaryDirectory(prefix="dtfx-submit-") as scratch:
+        path = args.output or os.path.join(scratch, "pipeline.yaml")
+        compiled = compile_pipeline(config, path, config.kubeflow.image, config.kubeflow.pipeline_root)
+        _print_compiled(compiled, keep=bool(args.output))
+        run = submit_run(path, args.host, experiment, run_name, args.namespace)
+    print(f"run: {run.run_id} ({run_name!r} in experiment {run.experiment!r})")
+    print(f"see: {run.url}")
+    return 0
+
+
+def rehearse_command(args) -> int:
+    """`dtfx rehearse`: compiles, then runs the compiled file here, each step a subprocess of this Python."""
+    from pipeline import layout
+    from pipeline.kubeflow.checks import cluster_problems
+    from pipeline.loader import load_config
+
+    # Here the "cluster" is this machine: the data must exist here, and relative paths are taken from
+    # the current directory, as `dtfx run` takes them.
+    config = load_config(args.config, args.overrides)
+    problems = cluster_problems(config, args.config, require_cluster=False)
+    if problems:
+        raise ConfigError(args.config, problems)
+    workdir = args.workdir or os.path.join(layout.pipeline_dir(config), "rehearsals", f"{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    workdir = os.path.abspath(workdir)
+    print(f"dtfx: rehearsing pipeline {config.pipeline.name!r} in {workdir}", flush=True)
+    started = time.monotonic()
+
+    from pipeline.kubeflow.compiler import compile_pipeline
+    from pipeline.kubeflow.rehearsal import RehearsalError, rehearse
+
+    spec_path = os.path.join(workdir, "pipeline.yaml")
+    compile_pipeline(config, spec_path, config.kubeflow.image or REHEARSAL_IMAGE, os.path.join(workdir, "pipeline_root"))
+    print(f"compiled: {spec_path}")
+    print(f"{'task':<14}{'state':<11}{'seconds':>8}", flush=True)
+    try:
+        result = rehearse(spec_path, workdir, on_task=_print_task)
+    except RehearsalError as error:  # the compiler refuses such specs first; this is a dtfx bug if it happens
+        raise RuntimeError(str(error)) from None
+    for task in result.tasks:
+        if task.state == "skipped":
+            _print_task(task)
+    for note in result.notes:
+        print(f"note: {note}")
+    print(f"logs: {workdir}/logs")
+    seconds = time.monotonic() - started
+    if not result.success:
+        print(f"error: {result.message}", file=sys.stderr)
+        print(f"rehearsal: {workdir} (failed, {seconds:.0f} s)")
+        return EXIT_TASK_FAILED
+    print(_pushed_line(result))
+    print(f"rehearsal: {workdir} (succeeded, {seconds:.0f} s)")
+    return 0
+
+
+def _with_config(verbs, name: str, help_text: str) -> argparse.ArgumentParser:
+    """A verb taking CONFIG and repeatable `--set KEY=VALUE`, as the CLI's other verbs do."""
+    verb = verbs.add_parser(name, help=help_text, description=help_text)
+    verb.add_argument("config", metavar="CONFIG", help="path of the YAML config")
+    verb.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set trainer.train_steps=100 (repeatable)",
+    )
+    return verb
+
+
+def _cluster_config(args):
+    """The config for a cluster: loaded without its data (the paths are the pod's), then checked for Kubeflow."""
+    from pipeline.kubeflow.checks import cluster_problems, mount_warnings
+    from pipeline.loader import load_config
+
+    config = load_config(args.config, args.overrides, check_data=False)
+    problems = cluster_problems(config, args.config)
+    if problems:
+        raise ConfigError(args.config, problems)
+    for warning in mount_warnings(config):
+        print(f"warning: {warning}", file=sys.stderr)
+    return config
+
+
+def _print_compiled(compiled, keep: bool = True) -> None:
+    if keep:
+        print(f"compiled: {compiled.path}")
+    print(f"steps: {', '.join(compiled.steps)}")
+    print(f"image: {compiled.image}")
+    print(f"pipeline root: {compiled.pipeline_root}")
+    for name, default in compiled.parameters.items():
+        print(f"run parameter {name}: {default if len(default) <= 60 else default[:57] + '...'}")
+    for note in compiled.notes:
+        print(f"note: {note}")
+
+
+def _print_task(task) -> None:
+    seconds = f"{task.seconds:8.1f}" if task.state != "skipped" else f"{'-':>8}"
+    print(f"{task.name:<14}{task.state:<11}{seconds}", flush=True)
+
+
+def _pushed_line(result) -> str:
+    """Where the push step put the model, from the metadata it reported, or why it pushed nothing."""
+    push = next((task for task in result.tasks if task.name == "push"), None)
+    if push is None:
+        return "pushed: nothing (the pipeline has no push step)"
+    artifact = push.outputs.get("pushed_model")
+    metadata = getattr(artifact, "metadata", {}) or {}
+    if metadata.get("pushed"):
+        return f"pushed: {metadata.get('pushed_destination')}"
+    return "pushed: nothing (the evaluator did not bless the model)"
