@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pipeline.builder import build_pipeline
+from pipeline.builder import build_pipeline, stage_of
 from pipeline.config import STAGES, Config
 from tests.conftest import ROOT, default_config, set_key
 
@@ -47,13 +47,17 @@ def test_pipeline_settings_come_from_config():
     assert pipeline.enable_cache is False
     trainer = next(c for c in pipeline.components if c.id == "train")
     assert json.loads(trainer.exec_properties["train_args"])["num_steps"] == 300
-    assert json.loads(trainer.exec_properties["custom_config"])["distribution"] == {"strategy": "mirrored", "devices": 2}
+    assert json.loads(trainer.exec_properties["custom_config"])["distribution"] == {
+        "strategy": "mirrored",
+        "devices": 2,
+        "cross_device_ops": None,
+    }
 
 
 @pytest.mark.parametrize("until", STAGES)
 def test_until_stops_after_the_stage(until):
     ids = [c.id for c in build_pipeline(make_config(), until=until).components]
-    assert ids[-1] == (until if until != "validation" else "anomaly_gate")
+    assert stage_of(ids[-1]) == until
     assert [s for s in STAGES if s in ids] == list(STAGES[: STAGES.index(until) + 1])
 
 
@@ -63,13 +67,23 @@ def test_optional_stages_are_config_sections():
     transform = next(
         c for c in build_pipeline(make_config(validation__fail_on_anomalies=False)).components if c.id == "transform"
     )
-    assert transform.inputs["schema"].producer_component_id == "schema"
+    assert transform.inputs["schema"].producer_component_id == "reference_schema"
 
 
-def test_curated_schema_is_imported():
-    schema = next(c for c in build_pipeline(make_config(schema__path="/s/schema.pbtxt")).components if c.id == "schema")
-    assert type(schema).__name__ == "ImportSchemaGen"
-    assert schema.exec_properties["schema_file"] == "/s/schema.pbtxt"
+def test_curated_schema_is_imported_and_is_the_reference():
+    components = {c.id: c for c in build_pipeline(make_config(schema__path="/s/schema.pbtxt")).components}
+    assert type(components["schema"]).__name__ == "ImportSchemaGen"
+    assert components["schema"].exec_properties["schema_file"] == "/s/schema.pbtxt"
+    assert "reference_schema" not in components
+    assert components["validation"].inputs["schema"].producer_component_id == "schema"
+
+
+def test_inferred_schema_is_checked_against_the_reference():
+    components = {c.id: c for c in build_pipeline(make_config()).components}
+    reference = "/outputs/penguins/artifacts/reference_schema/schema.pbtxt"
+    assert components["reference_schema"].exec_properties["reference_path"] == reference
+    assert components["anomaly_gate"].exec_properties["reference_path"] == reference
+    assert components["validation"].inputs["schema"].producer_component_id == "reference_schema"
 
 
 def test_thresholds_become_tfma_bounds():
