@@ -83,12 +83,13 @@ def _timed_do(executor_class, properties: dict, out: str) -> float:
     return time.perf_counter() - started
 
 
-def count_records(out: str) -> tuple[int, int]:
-    """(records, files) written under `out`, read back with TensorFlow."""
+def count_records(out: str) -> tuple[int, int, int]:
+    """(records, files, bytes) written under `out`, read back with TensorFlow."""
     import tensorflow as tf
 
     paths = [os.path.join(root, name) for root, _, names in os.walk(out) for name in names if name.endswith(".gz")]
-    return sum(1 for path in paths for _ in tf.data.TFRecordDataset(path, "GZIP")), len(paths)
+    records = sum(1 for path in paths for _ in tf.data.TFRecordDataset(path, "GZIP"))
+    return records, len(paths), sum(os.path.getsize(path) for path in paths)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,12 +106,13 @@ def main(argv: list[str] | None = None) -> int:
             run(os.path.join(tmp, "warmup", "taxi.csv"), os.path.join(tmp, f"{name.split()[0]}-warmup"))
             out = os.path.join(tmp, f"{name.split()[0]}-out")
             seconds = run(os.path.join(tmp, "data", "taxi.csv"), out)
-            written, files = count_records(out)
+            written, files, size = count_records(out)
             if written != rows:
                 print(f"{name}: wrote {written} records for {rows} rows", file=sys.stderr)
                 return 1
             results[name] = rows / seconds
-            print(f"{name:24s} {rows:,} rows in {seconds:6.2f} s = {rows / seconds:9,.0f} rows/s ({files} files)", flush=True)
+            print(f"{name:24s} {rows:,} rows in {seconds:6.2f} s = {rows / seconds:9,.0f} rows/s "
+                  f"({files} files, {size / 1e6:.1f} MB)", flush=True)
     ratio = results["dtfx ShardedExampleGen"] / results["stock CsvExampleGen"]
     print(f"speed-up: {ratio:.1f}x (required: {args.min_ratio:g}x)")
     return 0 if ratio >= args.min_ratio else 1

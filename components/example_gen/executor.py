@@ -2,8 +2,8 @@
 
 One Beam element per file or per (file, split, shard), never per row:
 
-    files ─ Scan ─ ToList ─ Plan ─────────────────────────┐ (side input: columns, kinds, row offsets)
-    files ─ Encode: per record batch, convert, encode and ┘
+    files ─ Scan ──────────────────────────────────────────┐ (side input: every file's columns, kinds, rows)
+    files ─ Encode: unify the scans, then per record batch ┘ convert, encode,
             assign split and shard (vectorised), append to part files
           ─ (split, shard) → (file, part) ──┬─ GroupByKey ─ WriteShard (parts → one shard file)
     every (split, shard) → nothing ─────────┘  (so that empty shards are written too)
@@ -64,7 +64,10 @@ class _EncodeFile(beam.DoFn):
         self._split_sizes = split_sizes
         self._parts_uri = os.path.join(staging_uri, PARTS_DIR)
 
-    def process(self, indexed_path: tuple[int, str], plan: sources.Plan):
+    def process(self, indexed_path: tuple[int, str], scans: list[sources.FileScan]):
+        # Unifying the scans is cheap (one small record per file), so each file does it rather than
+        # paying for another Beam stage.
+        plan = sources.make_plan(scans, self._options.label, self._options.key)
         index, _ = indexed_path
         scan = plan.files[index]
         file_rows = 0
@@ -216,12 +219,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         try:
             with self._make_beam_pipeline() as pipeline:
                 indexed = pipeline | "Files" >> beam.Create(list(enumerate(files)))
-                plan = (indexed
-                        | "Scan" >> beam.Map(sources.scan_file)
-                        | "Scans" >> beam.combiners.ToList()
-                        | "Plan" >> beam.Map(sources.make_plan, options.label, options.key))
+                scans = indexed | "Scan" >> beam.Map(sources.scan_file)
                 chunks = indexed | "Encode" >> beam.ParDo(_EncodeFile(options, split_names, split_sizes, staging),
-                                                          beam.pvalue.AsSingleton(plan))
+                                                          beam.pvalue.AsList(scans))
                 every_shard = pipeline | "AllShards" >> beam.Create(
                     [((split, shard), None) for split in split_names for shard in range(options.num_shards)])
                 _ = ((chunks, every_shard)

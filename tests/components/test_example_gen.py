@@ -14,6 +14,7 @@ import random
 from pathlib import Path
 
 import apache_beam as beam
+import apache_beam.testing.util
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -196,8 +197,15 @@ def test_missing_values_are_absent_and_columns_get_one_type(tmp_path, monkeypatc
     rows = [[str(i), "1" if i < 60 else "2.5", "NA" if i % 3 == 0 else str(i), ["", "NA", "N/A", "null", "a b"][i % 5], "x"]
             for i in range(100)]
     write_csv(tmp_path / "a.csv", rows[:50])
-    write_csv(tmp_path / "b.csv", rows[50:])
+    with gzip.open(write_csv(tmp_path / "b.csv", rows[50:]).with_suffix(".csv.gz"), "wb") as handle:
+        handle.write((tmp_path / "b.csv").read_bytes())
+    (tmp_path / "b.csv").unlink()
     examples = run_example_gen(tmp_path, tmp_path / "out", splits={"train": 1, "eval": 1}, num_shards=2)
+    # Two input files: each shard is two gzip members one after the other, which Beam reads as one stream too.
+    with beam.Pipeline() as pipeline:
+        counts = (pipeline | beam.Create([os.path.join(examples.uri, "Split-*", "*.gz")]) | beam.io.ReadAllFromTFRecord()
+                  | beam.combiners.Count.Globally())
+        beam.testing.util.assert_that(counts, beam.testing.util.equal_to([100]))
     by_id = {values(e, "id")[0]: e for split in ("train", "eval") for shard in read_shards(examples, split) for e in shard}
     assert sorted(by_id) == list(range(100))
     for i, example in by_id.items():
