@@ -14,8 +14,9 @@ missing values out. For a scalar feature the wire format is, in nested fields:
         | int64_list(3) { value(1): packed varint } } } }
 
 Each level is a tag byte, a varint length and the payload. All lengths are computed with
-numpy first, so a column's entries take one `binary_join_element_wise` and the examples one
-more, instead of one copy per nesting level.
+numpy first; the headers in front of each value (a few bytes per row and column) are built
+as numpy arrays; then one `binary_join_element_wise` per batch interleaves headers and values
+into the examples. The data is copied once, instead of once per nesting level.
 """
 
 from __future__ import annotations
@@ -137,8 +138,8 @@ def _list_message(column: pa.Array, kind: str) -> tuple[list, np.ndarray]:
         return [payload], payload_sizes
     # Numbers are one packed field, which protobuf leaves out when the list is empty.
     present = payload_sizes > 0
-    pieces = [_optional_tag(_TAG_1, present), _varints(payload_sizes, where=present), payload]
-    return pieces, np.where(present, 1 + _varint_sizes(payload_sizes) + payload_sizes, 0)
+    header = pc.if_else(pa.array(present), _assemble([bytes([_TAG_1]), payload_sizes], len(column)), pa.scalar(b"", pa.binary()))
+    return [header, payload], np.where(present, 1 + _varint_sizes(payload_sizes) + payload_sizes, 0)
 
 
 def _varint_sizes(values: np.ndarray) -> np.ndarray:
@@ -149,22 +150,9 @@ def _varint_sizes(values: np.ndarray) -> np.ndarray:
     return 1 + np.searchsorted(_VARINT_LIMITS, values, side="right")
 
 
-def _varints(values: np.ndarray, valid: pa.Array | None = None, where: np.ndarray | None = None) -> pa.Array:
-    """A binary array of the varint of each value; null where `valid` is false, empty where `where` is false."""
-    values = np.asarray(values).astype(np.uint64, copy=False)
-    count = len(values)
-    if where is None and (not count or values.max() < 128):  # one byte each: the values themselves
-        return _fixed_width(values.astype(np.uint8), count, 1, valid)
-    sizes = _varint_sizes(values)
-    if where is not None:
-        sizes = np.where(where, sizes, 0)
-    offsets = np.zeros(count + 1, dtype=np.int32)
-    np.cumsum(sizes, out=offsets[1:])
-    data = np.empty(int(offsets[-1]), dtype=np.uint8)
-    for position in range(int(sizes.max(initial=0))):
-        rows = np.flatnonzero(sizes > position)
-        data[offsets[rows] + position] = _varint_digit(values[rows], position, sizes[rows])
-    return _binary(offsets, data, count, valid)
+def _varints(values: np.ndarray, valid: pa.Array | None = None) -> pa.Array:
+    """A binary array of the varint of each value; null where `valid` is false."""
+    return _assemble([np.asarray(values, dtype=np.uint64)], len(values), valid)
 
 
 def _assemble(segments: list, count: int, valid: pa.Array | None = None) -> pa.Array:
@@ -182,8 +170,9 @@ def _assemble(segments: list, count: int, valid: pa.Array | None = None) -> pa.A
             if isinstance(segment, bytes):
                 rows[:, column:column + width] = np.frombuffer(segment, dtype=np.uint8)
             else:
+                values = np.asarray(segment, dtype=np.uint64)
                 for position in range(width):
-                    rows[:, column + position] = _varint_digit(np.asarray(segment, dtype=np.uint64), position, width)
+                    rows[:, column + position] = _varint_digit(values, position, width)
             column += width
         return _fixed_width(rows.reshape(-1), count, rows.shape[1], valid)
     offsets = np.zeros(count + 1, dtype=np.int64)
@@ -221,13 +210,6 @@ def _binary(offsets: np.ndarray, data: np.ndarray, count: int, valid: pa.Array |
 
 def _tag(tag: int) -> pa.Scalar:
     return pa.scalar(bytes([tag]), pa.binary())
-
-
-def _optional_tag(tag: int, present: np.ndarray) -> pa.Array:
-    """The tag byte where `present`, nothing elsewhere."""
-    offsets = np.concatenate([[0], np.cumsum(present)]).astype(np.int32)
-    return pa.Array.from_buffers(pa.binary(), len(present),
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(np.full(int(offsets[-1]), tag, dtype=np.uint8))])
 
 
 def _varint_bytes(value: int) -> bytes:

@@ -131,10 +131,8 @@ def iter_tables(scan: FileScan, columns: tuple[str, ...]) -> Iterator[pa.RecordB
     CSV columns come as strings (the caller converts them to the planned kinds), Parquet
     columns as stored.
     """
-    if scan.format == "csv":
-        yield from _csv_batches(scan.path, list(columns))
-        return
-    for batch in _parquet_batches(scan.path):
+    batches = _csv_batches(scan.path, list(scan.columns)) if scan.format == "csv" else _parquet_batches(scan.path)
+    for batch in batches:  # files may order their columns differently
         yield pa.RecordBatch.from_arrays([batch.column(name) for name in columns], list(columns))
 
 
@@ -188,8 +186,11 @@ def _widen_string_kind(kind: str, column: pa.Array) -> str:
 
 
 def _csv_header(path: str) -> list[str]:
-    # The header is decoded on its own: a text reader would decode a whole buffer and blame line 1
-    # for a bad byte further down, which the second reader then reports with its line.
+    """The column names of line 1, decoded on their own.
+
+    A text reader would decode a whole buffer and blame the header for a bad byte further
+    down; Arrow's reader finds that one later and `_csv_error` reports its line.
+    """
     try:
         with _open_binary(path) as handle:
             line = handle.readline()
