@@ -218,6 +218,17 @@ def test_missing_values_are_absent_and_columns_get_one_type(tmp_path, monkeypatc
     assert values(by_id[4], "colour") == [b"a b"]
 
 
+def test_files_may_order_their_columns_differently(tmp_path):
+    rows = make_rows(40)
+    write_csv(tmp_path / "a.csv", rows[:20])
+    order = [4, 3, 2, 1, 0]
+    write_csv(tmp_path / "b.csv", [[row[i] for i in order] for row in rows[20:]], [HEADER[i] for i in order])
+    examples = run_example_gen(tmp_path, tmp_path / "out", num_shards=1)
+    by_id = {values(e, "id")[0]: e for split in ("train", "eval") for shard in read_shards(examples, split) for e in shard}
+    assert sorted(by_id) == list(range(40))
+    assert values(by_id[30], "label") == [rows[30][4].encode()]
+
+
 def test_penguins_style_csv_with_na(tmp_path):
     header = ["species", "bill_length_mm", "sex", "year"]
     rows = [["Adelie", "39.1", "male", "2007"], ["Adelie", "NA", "NA", "2007"], ["Gentoo", "46.1", "female", "2008"]] * 10
