@@ -165,9 +165,17 @@ class Chromium:
         """
         return self._command("POST", "/se/log", {"type": "browser"}) or []
 
+    def _set_viewport(self, width: int, height: int) -> None:
+        """Sizes the window so that the page itself (the viewport, without the browser's frame) is width x height."""
+        self._command("POST", "/window/rect", {"width": width, "height": height})
+        inner_width, inner_height = self.script("return [window.innerWidth, window.innerHeight];")
+        if (inner_width, inner_height) != (width, height):
+            self._command("POST", "/window/rect", {"width": 2 * width - inner_width, "height": 2 * height - inner_height})
+
     def screenshot(self, full_page: bool = True) -> bytes:
-        """A PNG of the page: the whole height of the document when `full_page`, else the window."""
+        """A PNG of the page at the session's width: the whole document when `full_page`, else `height` pixels of it."""
+        self._set_viewport(self.width, self.height)
         if full_page:
             height = int(self.script("return Math.ceil(document.documentElement.scrollHeight);"))
-            self._command("POST", "/window/rect", {"width": self.width, "height": max(height, 100)})
+            self._set_viewport(self.width, max(height, 100))
         return base64.b64decode(self._command("GET", "/screenshot"))

@@ -1,0 +1,58 @@
+"""Screenshot of a run's report.html with headless Chromium (for docs/report.png).
+
+    python scripts/screenshot_report.py RUN_DIR OUT.png [--width 1280] [--height 1600 | --full-page]
+
+Builds the report first when the run directory has none. Needs the Debian packages
+`chromium` and `chromium-driver`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+# Run as a file from the repository root, the `pipeline` package is one directory up.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from pipeline.errors import UserError  # noqa: E402
+from pipeline.report import REPORT_FILE, build_report  # noqa: E402
+from pipeline.report.browser import BrowserError, Chromium  # noqa: E402
+
+
+def screenshot(run_dir: str, out_path: str, width: int = 1280, height: int = 1600, full_page: bool = False) -> list[str]:
+    """Writes a PNG of the report of `run_dir` to `out_path`; returns the browser's console errors (none expected)."""
+    report = os.path.join(run_dir, REPORT_FILE)
+    if not os.path.isfile(report):
+        report = build_report(run_dir)
+    with Chromium(width=width, height=height) as browser:
+        browser.open(report)
+        png = browser.screenshot(full_page=full_page)
+        errors = [m["message"] for m in browser.console_messages() if m.get("level") == "SEVERE"]
+    with open(out_path, "wb") as handle:
+        handle.write(png)
+    return errors
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: RUN_DIR OUT.png; exit 2 for a bad run directory or a missing browser."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser.add_argument("out", metavar="OUT.png")
+    parser.add_argument("--width", type=int, default=1280, help="window width in CSS pixels")
+    parser.add_argument("--height", type=int, default=1600, help="window height (the picture's, without --full-page)")
+    parser.add_argument("--full-page", action="store_true", help="the whole page, however long")
+    args = parser.parse_args(argv)
+    try:
+        errors = screenshot(args.run_dir, args.out, args.width, args.height, args.full_page)
+    except (UserError, BrowserError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for message in errors:
+        print(f"console error: {message}", file=sys.stderr)
+    print(args.out)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
