@@ -1,0 +1,142 @@
+"""`dtfx init`: a starter config guessed from a CSV loads as written, comments every key, never overwrites."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+
+import pytest
+from pydantic import BaseModel
+
+from pipeline.config import Config
+from pipeline.errors import UserError
+from pipeline.loader import load_config
+from pipeline.starter import add_command, guess, read_sample, write_starter
+
+
+def write_csv(path, header, rows):
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture
+def mixed_csv(tmp_path):
+    """Strings, ints and floats with every spelling of a missing value; an id column, an empty column; a string label."""
+    missing = ["", "NA", "N/A", "NaN", "null", "None"]
+    rows = []
+    for i in range(30):
+        rows.append(
+            [
+                f"row-{i}",  # unique in every row: an identifier, not a feature
+                ["Oslo", "Lima", "Pune"][i % 3] if i % 7 else missing[i % 6],
+                str(i % 5 + 1) if i % 4 else missing[i % 6],
+                f"{20.5 + i * 1.25}" if i % 6 else missing[i % 6],
+                missing[i % 6],  # never a value
+                "flat" if i % 3 else "house",
+            ]
+        )
+    return write_csv(tmp_path / "homes.csv", ["id", "city", "rooms", "area", "notes", "kind"], rows)
+
+
+def test_mixed_csv_gives_a_classification_config_that_loads(mixed_csv, tmp_path):
+    out = write_starter("homes", str(mixed_csv), str(tmp_path / "homes.yaml"))
+    config = load_config(out)
+    assert config.pipeline.name == "homes"
+    assert config.data.label == "kind" and config.data.task == "classification"
+    assert config.features.numeric == ["rooms", "area"] and config.features.categorical == ["city"]
+    # 20 of 30 rows are "flat": the model must beat always predicting it.
+    assert config.evaluator.thresholds["accuracy"].lower_bound == 0.67
+    text = open(out).read()
+    assert "id (a different value in every row: looks like an identifier)" in text
+    assert "notes (no value in the sampled rows)" in text
+    assert "better than always predicting 'flat' (67% of rows)" in text
+
+
+def test_regression_label_gets_a_mean_absolute_error_bound_from_its_spread(tmp_path):
+    rows = [[f"{x}", ["a", "b"][x % 2], f"{100 + 10 * x}.5"] for x in range(40)]
+    data = write_csv(tmp_path / "prices.csv", ["size", "zone", "price"], rows)
+    config = load_config(write_starter("prices", str(data), str(tmp_path / "p.yaml")))
+    assert config.data.task == "regression" and config.features.numeric == ["size"]
+    assert set(config.evaluator.thresholds) == {"mean_absolute_error"}
+    # Prices 100.5 .. 490.5, median 295.5: always predicting it is off by 100 on average.
+    assert config.evaluator.thresholds["mean_absolute_error"].upper_bound == 100.0
+
+
+def test_integer_labels_are_classes_when_few_and_a_quantity_when_many(tmp_path):
+    few = write_csv(tmp_path / "few.csv", ["x", "grade"], [[i, i % 3] for i in range(30)])
+    many = write_csv(tmp_path / "many.csv", ["x", "count"], [[i, i * 7] for i in range(30)])
+    assert guess(read_sample(str(few))[0], None).task == "classification"
+    assert guess(read_sample(str(many))[0], None).task == "regression"
+
+
+def test_label_option_picks_another_column(mixed_csv, tmp_path):
+    config = load_config(write_starter("homes", str(mixed_csv), str(tmp_path / "h.yaml"), label="city"))
+    assert config.data.label == "city" and "kind" in config.features.categorical
+
+
+def test_every_key_of_the_config_model_is_written_with_a_comment(mixed_csv, tmp_path):
+    lines = open(write_starter("homes", str(mixed_csv), str(tmp_path / "h.yaml"))).read().splitlines()
+
+    def keys(model: type[BaseModel], prefix: str = "", depth: int = 0):
+        for name, info in model.model_fields.items():
+            key = info.alias or name
+            yield prefix + key, depth
+            section = info.annotation
+            if isinstance(section, type) and issubclass(section, BaseModel) and key != "model":
+                yield from keys(section, f"{prefix}{key}.", depth + 1)
+
+    for dotted, depth in keys(Config):
+        key = dotted.rsplit(".", 1)[-1]
+        index = next((i for i, line in enumerate(lines) if re.match(rf"^{'  ' * depth}{re.escape(key)}:", line)), None)
+        assert index is not None, f"{dotted} is not in the starter config"
+        commented = "#" in lines[index] or lines[index - 1].strip().startswith("#")
+        top_level = depth == 0  # a section header line stands for the keys below it
+        assert commented or top_level, f"{dotted} has no comment: {lines[index]!r}"
+
+
+def test_default_output_is_pipeline_config_name_yaml_and_is_never_overwritten(mixed_csv, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = write_starter("homes", "homes.csv")
+    assert out == "pipeline_config/homes.yaml"
+    assert "path: homes.csv" in open(out).read()  # under the current directory: kept relative
+    before = open(out).read()
+    with pytest.raises(UserError, match="exists already"):
+        write_starter("homes", "homes.csv")
+    assert open(out).read() == before
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "label", "message"),
+    [
+        ("Bad Name", "homes.csv", None, "not a valid pipeline name"),
+        ("homes", "nothing.csv", None, "no such file"),
+        ("homes", "homes.csv", "price", "'price' is not a column"),
+        ("homes", "empty.csv", None, "the file is empty"),
+        ("homes", "label_only.csv", None, "no feature column"),
+    ],
+)
+def test_user_errors(mixed_csv, tmp_path, monkeypatch, name, data, label, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty.csv").write_text("")
+    write_csv(tmp_path / "label_only.csv", ["y"], [[1], [2]])
+    with pytest.raises(UserError, match=message):
+        write_starter(name, data, "out.yaml", label)
+    assert not (tmp_path / "out.yaml").exists()
+
+
+def test_init_command_writes_validates_and_reports(mixed_csv, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    parser = argparse.ArgumentParser(prog="dtfx")
+    add_command(parser.add_subparsers(dest="verb", required=True))
+    args = parser.parse_args(["init", "homes", "--data", "homes.csv", "--label", "kind", "--output", "c/h.yaml"])
+    assert args.handler(args) == 0
+    out = capsys.readouterr().out
+    assert "wrote c/h.yaml" in out and "label kind (classification)" in out
+    with pytest.raises(UserError, match="exists already"):
+        args.handler(args)
+    with pytest.raises(SystemExit):  # --data is required
+        parser.parse_args(["init", "homes"])
