@@ -81,7 +81,7 @@ def _run(args) -> int:
     print(f"dtfx: running pipeline {config.pipeline.name!r}" + (f" until {args.until}" if args.until else ""), flush=True)
     from pipeline.local_runner import run_local
 
-    summary = run_local(config, until=args.until, verbose=args.verbose)
+    summary = run_local(config, until=args.until, verbose=args.verbose, progress=console.live_stages)
     console.print_summary(summary, resume_command=_resume_command(args))
     if summary["status"] == "succeeded":
         return 0

@@ -1,19 +1,66 @@
-"""What `dtfx run` prints: per stage its status and time, trainer, evaluator and push results."""
+"""What `dtfx run` shows: a live line per stage while it runs, then a table of the results."""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+STATUS_STYLE = {"ran": "green", "cached": "cyan", "failed": "bold red", "not_run": "dim"}
+
+
+@contextlib.contextmanager
+def live_stages(terminal: TextIO) -> Iterator[Callable[[str, str], None]]:
+    """Yields the callback for stage events; on a terminal it redraws one line per stage with its elapsed time."""
+    console = Console(file=terminal)
+    started: dict[str, float] = {}
+    finished: dict[str, float] = {}
+
+    def render() -> Table:
+        table = Table.grid(padding=(0, 2))
+        for node, start in started.items():
+            seconds = finished.get(node, time.monotonic()) - start
+            mark = "[green]✓[/]" if node in finished else "[yellow]…[/]"
+            table.add_row(mark, node, f"{seconds:6.1f} s")
+        return table
+
+    if not console.is_terminal:
+
+        def plain(node: str, event: str) -> None:
+            if event == "running":
+                started[node] = time.monotonic()
+            else:
+                print(f"  {node} finished in {time.monotonic() - started.get(node, time.monotonic()):.1f} s", file=terminal)
+
+        yield plain
+        return
+
+    # get_renderable makes Live redraw the elapsed times between events too.
+    with Live(console=console, refresh_per_second=4, transient=True, get_renderable=render) as live:
+
+        def update(node: str, event: str) -> None:
+            (started if event == "running" else finished)[node] = time.monotonic()
+            live.refresh()
+
+        yield update
 
 
 def print_summary(summary: dict[str, Any], resume_command: str) -> None:
-    """Prints the run summary as a short table, then where the summary and log are."""
-    print(f"{'stage':<12} {'status':<8} {'seconds':>8}")
+    """Prints the stages, metrics against thresholds, the blessing and the push, then where the summary and log are."""
+    console = Console(highlight=False)
+    stages = Table(title=f"pipeline {summary['pipeline']}", title_justify="left")
+    for column in ("stage", "node", "status", "seconds"):
+        stages.add_column(column, justify="right" if column == "seconds" else "left")
     for stage in summary["stages"]:
-        if stage["node"] == "anomaly_gate":
-            label = "  gate"
-        else:
-            label = stage["stage"]
-        print(f"{label:<12} {stage['status']:<8} {stage['seconds']:>8.1f}")
+        node = "" if stage["node"] == stage["stage"] else stage["node"]
+        style = STATUS_STYLE.get(stage["status"], "")
+        stages.add_row(stage["stage"], node, f"[{style}]{stage['status']}[/]", f"{stage['seconds']:.1f}")
+    console.print(stages)
     trainer = summary.get("trainer")
     if trainer:
         print(
@@ -22,8 +69,8 @@ def print_summary(summary: dict[str, Any], resume_command: str) -> None:
         )
     evaluator = summary.get("evaluator")
     if evaluator:
-        metrics = ", ".join(f"{name} {value:.4g}" for name, value in sorted(evaluator["metrics"].items()))
-        print(f"evaluator: {metrics}; {'blessed' if evaluator['blessed'] else 'NOT blessed'}")
+        console.print(_metrics_table(evaluator, summary.get("config", {}).get("evaluator", {}).get("thresholds", {})))
+        print(f"evaluator: {'blessed' if evaluator['blessed'] else 'NOT blessed'}")
         for failure in evaluator["failed_thresholds"]:
             print(f"  threshold failed: {failure}")
     push = summary["push"]
@@ -35,3 +82,18 @@ def print_summary(summary: dict[str, Any], resume_command: str) -> None:
         print(f"log: {summary['log']}")
         print(f"after fixing it, resume with: {resume_command}")
     print(f"summary: {summary['run_dir']}/summary.json ({summary['status']}, {summary['seconds']:.0f} s)")
+
+
+def _metrics_table(evaluator: dict[str, Any], thresholds: dict[str, Any]) -> Table:
+    table = Table(title="evaluation (eval split)", title_justify="left")
+    for column in ("metric", "value", "threshold"):
+        table.add_column(column)
+    for name, value in sorted(evaluator["metrics"].items()):
+        bounds = thresholds.get(name) or {}
+        parts = [
+            f"{label} {bounds[key]}"
+            for key, label in (("lower_bound", "≥"), ("upper_bound", "≤"), ("max_regression", "max regression"))
+            if bounds.get(key) is not None
+        ]
+        table.add_row(name, f"{value:.4g}", ", ".join(parts))
+    return table

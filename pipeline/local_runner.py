@@ -11,8 +11,8 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 from pipeline import layout
 from pipeline.config import Config
@@ -22,13 +22,19 @@ SUMMARY_FILE = "summary.json"
 LOG_FILE = "dtfx.log"
 
 
-def run_local(config: Config, until: str | None = None, verbose: bool = False) -> dict[str, Any]:
+def run_local(
+    config: Config, until: str | None = None, verbose: bool = False, progress: Callable[..., Any] | None = None
+) -> dict[str, Any]:
     """Runs the pipeline (up to stage `until`) and returns the run summary, also written to summary.json.
 
     Library output goes to `dtfx.log` in the run directory unless `verbose`. A failed stage is
-    reported in the summary (`status: failed`, `error`), not raised.
+    reported in the summary (`status: failed`, `error`), not raised. `progress(terminal)` is called
+    with a stream to the terminal and returns a callback `(node_id, "running"|"finished")`, or
+    a context manager yielding one.
     """
     os.makedirs(layout.pipeline_dir(config), exist_ok=True)
+    stack = contextlib.ExitStack()
+    stack.enter_context(_exclusive(config))
     run_dir = os.path.join(layout.runs_dir(config), datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
     os.makedirs(run_dir)
     log_path = os.path.join(run_dir, LOG_FILE)
@@ -42,7 +48,10 @@ def run_local(config: Config, until: str | None = None, verbose: bool = False) -
     started = time.time()
     error = None
     # TensorFlow and friends print at import time too, so they are imported inside the redirection.
-    with _exclusive(config), _logs_to(log_path, verbose):
+    with stack:
+        terminal = stack.enter_context(_logs_to(log_path, verbose))
+        if progress:
+            stack.enter_context(_stage_events(stack.enter_context(progress(terminal))))
         from tfx.orchestration import metadata
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
@@ -104,28 +113,26 @@ def _exclusive(config: Config) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _logs_to(log_path: str, verbose: bool) -> Iterator[None]:
-    """Sends library logging and everything written to stdout/stderr (TensorFlow's C++ logs too) to the log file."""
+def _logs_to(log_path: str, verbose: bool) -> Iterator[TextIO]:
+    """Sends library logging and everything written to stdout/stderr (TensorFlow's C++ logs too) to the log file.
+
+    Yields a stream to the real terminal, for dtfx's own progress lines.
+    """
     log = open(log_path, "a", buffering=1)
     handler = logging.StreamHandler(log)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.INFO)
-    if verbose:
-        try:
-            yield
-        finally:
-            root.removeHandler(handler)
-            log.close()
-        return
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
-    os.dup2(log.fileno(), 1)
-    os.dup2(log.fileno(), 2)
+    terminal = os.fdopen(os.dup(saved[0]), "w", buffering=1)
+    if not verbose:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
     try:
-        yield
+        yield terminal
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -133,8 +140,35 @@ def _logs_to(log_path: str, verbose: bool) -> Iterator[None]:
         os.dup2(saved[1], 2)
         os.close(saved[0])
         os.close(saved[1])
+        terminal.close()
         root.removeHandler(handler)
         log.close()
+
+
+@contextlib.contextmanager
+def _stage_events(on_event: Callable[[str, str], None]) -> Iterator[None]:
+    """Calls `on_event(node_id, "running"|"finished")` around each component LocalDagRunner launches.
+
+    LocalDagRunner has no hook for this, and its log lines are not reliable (libraries change
+    logging levels mid-run), so the launcher's `launch` is wrapped for the duration of the run.
+    """
+    from tfx.orchestration.portable import launcher
+
+    original = launcher.Launcher.launch
+
+    def launch(self, *args, **kwargs):
+        node = self._pipeline_node.node_info.id
+        on_event(node, "running")
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            on_event(node, "finished")
+
+    launcher.Launcher.launch = launch
+    try:
+        yield
+    finally:
+        launcher.Launcher.launch = original
 
 
 def _write_json(path: str, content: dict[str, Any]) -> None:

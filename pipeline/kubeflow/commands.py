@@ -102,7 +102,7 @@ def rehearse_command(args) -> int:
     spec_path = os.path.join(workdir, "pipeline.yaml")
     compile_pipeline(config, spec_path, config.kubeflow.image or REHEARSAL_IMAGE, os.path.join(workdir, "pipeline_root"))
     print(f"compiled: {spec_path}")
-    print(f"{'task':<14}{'state':<11}{'seconds':>8}", flush=True)
+    print(f"{'task':<18}{'state':<11}{'seconds':>8}", flush=True)
     try:
         result = rehearse(spec_path, workdir, on_task=_print_task)
     except RehearsalError as error:  # the compiler refuses such specs first; this is a dtfx bug if it happens
@@ -166,7 +166,7 @@ def _print_compiled(compiled, keep: bool = True) -> None:
 
 def _print_task(task) -> None:
     seconds = f"{task.seconds:8.1f}" if task.state != "skipped" else f"{'-':>8}"
-    print(f"{task.name:<14}{task.state:<11}{seconds}", flush=True)
+    print(f"{task.name:<18}{task.state:<11}{seconds}", flush=True)
 
 
 def _pushed_line(result) -> str:

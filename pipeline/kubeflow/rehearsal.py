@@ -191,6 +191,7 @@ class _TaskRunner:
             component_spec=component_spec, arguments=arguments, task_root=task_root, block_input_artifact=False
         )
         self._as_kubeflow_passes_inputs(executor_input)
+        _create_output_dirs(executor_input)
         container = executor_spec.container
         command = placeholder_utils.replace_placeholders(
             full_command=[*container.command, *container.args],
@@ -267,6 +268,19 @@ class _TaskRunner:
         self._record(TaskRun(name, "failed", seconds, log_path))
         self.failure = f"Task {name!r} {what}. Log: {log_path}\nLast lines of the log:\n{_tail(log_path)}"
         return {}, status.Status.FAILURE
+
+
+def _create_output_dirs(executor_input: pipeline_spec_pb2.ExecutorInput) -> None:
+    """Creates each output artifact's directory before the step runs.
+
+    On a cluster the pipeline root is an object store (gs://), where a file can be written
+    under any prefix without creating directories first; TFX's local runner creates output
+    directories too. Here the root is a local directory, so they are made for the step, lest a
+    step fail here only because it writes into its output URI without creating it.
+    """
+    for artifact_list in executor_input.outputs.artifacts.values():
+        for artifact in artifact_list.artifacts:
+            os.makedirs(artifact.uri, exist_ok=True)
 
 
 def _executors(spec: pipeline_spec_pb2.PipelineSpec) -> dict[str, pipeline_spec_pb2.PipelineDeploymentConfig.ExecutorSpec]:
