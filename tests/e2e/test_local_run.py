@@ -13,6 +13,7 @@ from tests.conftest import run_dtfx
 
 pytestmark = pytest.mark.slow
 
+
 def penguin_rows() -> list[dict[str, str]]:
     import importlib.resources
 
