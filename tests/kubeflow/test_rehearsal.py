@@ -3,17 +3,12 @@
 The pipelines are compiled here with TFX's KubeflowV2DagRunner over a small CSV made here.
 Their Transform and Trainer use `preprocessing_fn` and `run_fn` below, which the task
 subprocesses import as `tests.kubeflow.test_rehearsal` (the rehearsal puts the repository
-root on their PYTHONPATH, as an image would contain the project code).
-
-Run as a module, this file is a stand-in for a TFX image whose entrypoint works around
-tensorflow/tfx#7768 (see `typed_entrypoint`).
+root on their PYTHONPATH, as an image would contain the project code). Containers start with
+dtfx's entrypoint, `components.kfp_entrypoint`, which works around tensorflow/tfx#7768.
 """
 
 import csv
-import json
 import random
-import runpy
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,10 +17,9 @@ from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import La
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 from tfx.types import Channel, standard_artifacts
 
+from pipeline.kubeflow.compiler import ENTRYPOINT
 from pipeline.kubeflow.rehearsal import RehearsalError, rehearse
 
-TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
-TYPED_ENTRYPOINT = ["python", "-m", "tests.kubeflow.test_rehearsal"]
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 
@@ -75,26 +69,6 @@ def run_fn(fn_args):
     tf.saved_model.save(model, fn_args.serving_model_dir, signatures={"serving_default": model.serve})
 
 
-def typed_entrypoint(argv: list[str]) -> None:
-    """TFX's container entrypoint, after giving each input artifact the type its component declares.
-
-    Kubeflow's driver passes input artifacts without a type (it reads them back from ML
-    Metadata), and TFX 1.16's entrypoint then fails (tensorflow/tfx#7768). The declared types
-    are in `--json_serialized_inputs_spec_args`, which TFX adds to the command line when
-    compiling with `use_pipeline_spec_2_1=True`. A real image would ship this in its own code.
-    """
-    argv = list(argv)
-    invocation = argv.index("--json_serialized_invocation_args") + 1
-    declared = json.loads(argv[argv.index("--json_serialized_inputs_spec_args") + 1]).get("artifacts", {})
-    executor_input = json.loads(argv[invocation])
-    for key, artifact_list in executor_input.get("inputs", {}).get("artifacts", {}).items():
-        for artifact in artifact_list["artifacts"]:
-            artifact["type"] = declared[key]["artifactType"]
-    argv[invocation] = json.dumps(executor_input)
-    sys.argv = [TFX_ENTRYPOINT, *argv]
-    runpy.run_module(TFX_ENTRYPOINT, run_name="__main__", alter_sys=True)
-
-
 # --- helpers ------------------------------------------------------------------------------
 
 
@@ -113,7 +87,9 @@ def write_csv(directory: Path, rows: int = 200) -> Path:
 def compile_tfx(tmp_path: Path, components: list, commands: list[str] | None = None, spec_2_1: bool = True) -> Path:
     """Compiles `components` as a user would for Kubeflow: a bare PipelineSpec YAML."""
     pipeline = tfx.dsl.Pipeline(
-        pipeline_name="rehearsed", pipeline_root=str(tmp_path / "compile_root"), components=components,
+        pipeline_name="rehearsed",
+        pipeline_root=str(tmp_path / "compile_root"),
+        components=components,
         beam_pipeline_args=BEAM_ARGS,
     )
     config = v2.KubeflowV2DagRunnerConfig(
@@ -230,30 +206,36 @@ def test_whole_pipeline_rehearses_and_pushes_a_model(tmp_path):
     schema = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"])
     validator = tfx.components.ExampleValidator(statistics=statistics.outputs["statistics"], schema=schema.outputs["schema"])
     transform = tfx.components.Transform(
-        examples=example_gen.outputs["examples"], schema=schema.outputs["schema"],
-        preprocessing_fn=f"{__name__}.preprocessing_fn", disable_statistics=True,
+        examples=example_gen.outputs["examples"],
+        schema=schema.outputs["schema"],
+        preprocessing_fn=f"{__name__}.preprocessing_fn",
+        disable_statistics=True,
     )
     trainer = tfx.components.Trainer(
         run_fn=f"{__name__}.run_fn",
-        examples=transform.outputs["transformed_examples"], transform_graph=transform.outputs["transform_graph"],
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
         schema=schema.outputs["schema"],
-        train_args=tfx.proto.TrainArgs(num_steps=20), eval_args=tfx.proto.EvalArgs(num_steps=2),
+        train_args=tfx.proto.TrainArgs(num_steps=20),
+        eval_args=tfx.proto.EvalArgs(num_steps=2),
     )
     # The blessing travels from Evaluator to Pusher through the artifact metadata Kubeflow passes on.
     at_least_one = tfma.MetricThreshold(value_threshold=tfma.GenericValueThreshold(lower_bound={"value": 1}))
     evaluator = tfx.components.Evaluator(
-        examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
         eval_config=tfma.EvalConfig(
             model_specs=[tfma.ModelSpec(signature_name="serving_default", label_key="y", prediction_key="y")],
             metrics_specs=[tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount", threshold=at_least_one)])],
         ),
     )
     pusher = tfx.components.Pusher(
-        model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(filesystem=tfx.proto.PushDestination.Filesystem(base_directory=str(serving))),
     )
     nodes = [example_gen, statistics, schema, validator, transform, trainer, evaluator, pusher]
-    spec = compile_tfx(tmp_path, nodes, commands=TYPED_ENTRYPOINT)
+    spec = compile_tfx(tmp_path, nodes, commands=ENTRYPOINT)
 
     result = rehearse(spec, tmp_path / "work")
 
@@ -270,7 +252,3 @@ def test_whole_pipeline_rehearses_and_pushes_a_model(tmp_path):
     (pushed,) = serving.iterdir()
     assert (pushed / "saved_model.pb").is_file()
     assert any("preCacheCheck" in note for note in result.notes)
-
-
-if __name__ == "__main__":
-    typed_entrypoint(sys.argv[1:])

@@ -1,0 +1,232 @@
+"""`dtfx compile`: the shipped config becomes a KFP v2 PipelineSpec that open-source Kubeflow can run.
+
+The compiled file is checked the way Kubeflow reads it (strict proto parsing, kfp's own
+loader) and against a golden copy; config mistakes that only matter on a cluster exit with
+code 2 and name their YAML path. Nothing here runs a step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+from pipeline.cli import main
+from pipeline.kubeflow.compiler import ENTRYPOINT, OPEN_SOURCE_EXECUTORS, open_source_problems
+from tests.conftest import ROOT, default_config, set_key
+
+GOLDEN = ROOT / "tests" / "golden" / "kubeflow_penguins.yaml"
+# What a config needs on a cluster, beyond the shipped one: the image, a gs:// root, and paths in the pods.
+CLUSTER_KEYS = {
+    "kubeflow.image": "registry.example.com/dtfx:test",
+    "kubeflow.pipeline_root": "gs://dtfx-test/pipeline-root",
+    "kubeflow.volumes": [{"claim": "dtfx-data", "mount_path": "/mnt/dtfx"}],
+    "kubeflow.resources": {"train": {"cpu": 4, "memory": "8Gi", "gpu": 1}, "transform": {"cpu": 2, "memory": "4G"}},
+    "data.path": "/mnt/dtfx/data/penguins.csv",
+    "pipeline.output_root": "/mnt/dtfx/outputs",
+    "pusher.serving_dir": "/mnt/dtfx/serving/penguins",
+}
+
+
+def cluster_config(**keys) -> dict:
+    """The shipped config with CLUSTER_KEYS, then `keys` (dotted, `__` for `.`) applied."""
+    config = default_config()
+    for dotted, value in {**CLUSTER_KEYS, **{k.replace("__", "."): v for k, v in keys.items()}}.items():
+        config = set_key(config, dotted, value)
+    return config
+
+
+def write(path: Path, config: dict) -> Path:
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def normalised(text: str, tmp: Path) -> str:
+    """The compiled file without what changes between machines and versions."""
+    text = re.sub(r"sdkVersion: tfx-\S+", "sdkVersion: tfx-<version>", text)
+    text = re.sub(r"@sha256:[0-9a-f]{64}", "@sha256:<digest>", text)
+    return text.replace(str(tmp), "<tmp>")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> tuple[Path, Path]:
+    """(compiled file, its directory) for the cluster config, compiled once by `dtfx compile`."""
+    tmp = tmp_path_factory.mktemp("compiled")
+    config = write(tmp / "config.yaml", cluster_config())
+    assert main(["compile", str(config), "-o", str(tmp / "pipeline.yaml")]) == 0
+    return tmp / "pipeline.yaml", tmp
+
+
+@pytest.fixture(scope="module")
+def spec(compiled) -> dict:
+    return list(yaml.safe_load_all(compiled[0].read_text()))[0]
+
+
+def test_golden_kubeflow_spec(compiled, spec):
+    path, tmp = compiled
+    actual = normalised(path.read_text(), tmp)
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.write_text(actual)
+    assert actual == GOLDEN.read_text(), "compiled spec changed; if intended, run `make golden`"
+    # Open-source Kubeflow Pipelines runs container and importer executors only.
+    kinds = {label: set(executor) for label, executor in spec["deploymentSpec"]["executors"].items()}
+    assert all(kind <= set(OPEN_SOURCE_EXECUTORS) and len(kind) == 1 for kind in kinds.values()), kinds
+    assert open_source_problems(spec) == []
+
+
+def test_compiled_file_parses_strictly_and_kfp_loads_it(compiled):
+    path, _ = compiled
+    pipeline_doc, platform_doc = yaml.safe_load_all(path.read_text())
+    parsed = json_format.ParseDict(pipeline_doc, pipeline_spec_pb2.PipelineSpec())  # unknown fields are errors
+    json_format.ParseDict(platform_doc, pipeline_spec_pb2.PlatformSpec())
+    # TFX's default (2.0.0) writes constant parameters that current KFP drivers refuse.
+    assert parsed.schema_version == "2.1.0"
+    assert path.read_text().startswith("# PIPELINE DEFINITION\n# Name: penguins\n")
+
+    from kfp import components
+
+    loaded = components.load_component_from_file(str(path))
+    assert loaded.pipeline_spec.pipeline_info.name == "penguins"
+    assert "kubernetes" in loaded.platform_spec.platforms
+
+
+def test_every_step_runs_dtfx_entrypoint_from_the_image(spec):
+    for label, executor in spec["deploymentSpec"]["executors"].items():
+        container = executor["container"]
+        assert container["image"] == CLUSTER_KEYS["kubeflow.image"], label
+        assert container["command"] == ENTRYPOINT, label
+        # The entrypoint types input artifacts from these input definitions (tensorflow/tfx#7768).
+        assert "--json_serialized_inputs_spec_args" in container["args"], label
+    # The step code is named by module path and comes from the image; nothing is uploaded.
+    parameters = spec["root"]["dag"]["tasks"]["transform"]["inputs"]["parameters"]
+    assert parameters["preprocessing_fn"]["runtimeValue"]["constant"] == "components.transform.preprocessing.preprocessing_fn"
+    assert "module_file" not in parameters and "module_path" not in parameters
+
+
+def test_train_steps_and_thresholds_are_run_parameters_with_the_config_as_default(spec):
+    inputs = spec["root"]["inputDefinitions"]["parameters"]
+    assert set(inputs) == {"train_args", "eval_config"}
+    assert inputs["train_args"] == {"parameterType": "STRING", "defaultValue": '{"num_steps": 300}', "isOptional": True}
+    eval_config = json.loads(inputs["eval_config"]["defaultValue"])
+    accuracy = eval_config["metrics_specs"][0]["metrics"][0]
+    assert accuracy["class_name"] == "SparseCategoricalAccuracy"
+    assert accuracy["threshold"]["value_threshold"] == {"lower_bound": 0.8}
+    tasks = spec["root"]["dag"]["tasks"]
+    assert tasks["train"]["inputs"]["parameters"]["train_args"] == {"componentInputParameter": "train_args"}
+    assert tasks["evaluate"]["inputs"]["parameters"]["eval_config"] == {"componentInputParameter": "eval_config"}
+
+
+def test_resources_volumes_and_pipeline_root_come_from_the_config(compiled, spec):
+    executors = spec["deploymentSpec"]["executors"]
+    assert executors["train_executor"]["container"]["resources"] == {
+        "cpuLimit": 4.0,
+        "cpuRequest": 4.0,
+        "memoryLimit": 8.589935,
+        "memoryRequest": 8.589935,
+        "accelerator": {"type": "nvidia.com/gpu", "count": 1},
+    }
+    assert executors["transform_executor"]["container"]["resources"]["memoryLimit"] == 4.0
+    assert "resources" not in executors["ingest_executor"]["container"]
+    assert spec["defaultPipelineRoot"] == CLUSTER_KEYS["kubeflow.pipeline_root"]
+    platform = list(yaml.safe_load_all(compiled[0].read_text()))[1]
+    mounts = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert set(mounts) == set(executors)
+    assert all(m["pvcMount"] == [{"constant": "dtfx-data", "mountPath": "/mnt/dtfx"}] for m in mounts.values())
+
+
+def test_ingest_is_never_cached_the_other_steps_are(spec):
+    tasks = spec["root"]["dag"]["tasks"]
+    assert "cachingOptions" not in tasks["ingest"]
+    assert all(task["cachingOptions"] == {"enableCache": True} for name, task in tasks.items() if name != "ingest")
+
+
+def test_compile_needs_neither_the_data_nor_the_pipeline_root(tmp_path, capsys):
+    """Compiling reads no data and creates nothing but the output file (the gs:// root cannot be reached here)."""
+    outputs = tmp_path / "outputs"
+    config = cluster_config(
+        data__path=str(tmp_path / "absent" / "data.csv"), pipeline__output_root=str(outputs), kubeflow__volumes=[]
+    )
+    config = set_key(config, "pusher.serving_dir", str(tmp_path / "serving"))
+    code, out, err = cli(capsys, "compile", str(write(tmp_path / "config.yaml", config)), "-o", str(tmp_path / "p.yaml"))
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "p.yaml"]
+    assert f"compiled: {tmp_path / 'p.yaml'}" in out
+    assert "warning: data.path" in err and "the image must contain it" in err
+    assert "pushed models stay in the push step's pod" in err
+
+
+# --- config mistakes: exit code 2, the YAML path (and line) and what to do -------------------------------
+
+
+def test_the_shipped_config_lists_what_a_cluster_needs(capsys):
+    code, _, err = cli(capsys, "compile", str(ROOT / "pipeline_config" / "penguins.yaml"), "-o", "/nonexistent/p.yaml")
+    assert code == 2
+    assert "kubeflow.image: required to compile" in err
+    assert "kubeflow.pipeline_root: required to compile" in err
+    assert re.search(r"data.path \(line \d+\): package:// is resolved on the machine that compiles", err)
+    assert re.search(r"pipeline.output_root \(line \d+\): pushed models must go to an absolute path on a volume", err)
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "where", "message"),
+    [
+        ("kubeflow.pipeline_root", "s3://bucket/root", "kubeflow.pipeline_root", "s3:// and minio:// cannot hold TFX artifacts"),
+        ("kubeflow.pipeline_root", "minio://mlpipeline/v2", "kubeflow.pipeline_root", "no S3 filesystem"),
+        ("kubeflow.pipeline_root", "/mnt/dtfx/root", "kubeflow.pipeline_root", "its driver refuses a mounted path"),
+        ("data.path", "data/penguins.csv", "data.path", "a relative path means nothing in a pod"),
+        ("data.path", "gs://bucket/penguins.csv", "data.path", "Python's file API in the pod, which reads no URLs"),
+        ("schema.path", "schema.pbtxt", "schema.path", "a relative path means nothing in a pod"),
+        ("schema.path", "s3://bucket/schema.pbtxt", "schema.path", "tf.io.gfile, which has gs:// only"),
+        ("pusher.serving_dir", "serving", "pusher.serving_dir", "absolute path on a volume mounted in every step"),
+        ("kubeflow.volumes", [{"claim": "Data", "mount_path": "/mnt/d"}], "kubeflow.volumes.0.claim", "not a Kubernetes name"),
+        ("kubeflow.volumes", [{"claim": "data", "mount_path": "mnt"}], "kubeflow.volumes.0.mount_path", "absolute path"),
+        ("kubeflow.resources", {"ingest": {"gpu": 1}}, "kubeflow.resources", "only the train step can use GPUs"),
+        ("kubeflow.resources", {"train": {"memory": "4g"}}, "kubeflow.resources.train.memory", "not a memory quantity"),
+        ("kubeflow.resources", {"train": {"cpu": 0}}, "kubeflow.resources.train.cpu", "greater than 0"),
+    ],
+)
+def test_cluster_mistakes_exit_2_naming_the_yaml_path(tmp_path, capsys, key, value, where, message):
+    config = write(tmp_path / "config.yaml", set_key(cluster_config(), key, value))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 2, err
+    assert re.search(rf"  {re.escape(where)} \(line \d+\): .*{re.escape(message)}", err), err
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_a_set_override_is_checked_too(tmp_path, capsys):
+    config = write(tmp_path / "config.yaml", cluster_config())
+    code, _, err = cli(capsys, "compile", str(config), "--set", "kubeflow.pipeline_root=s3://b/r")
+    assert code == 2 and "kubeflow.pipeline_root" in err and "use gs://bucket/path" in err
+
+
+def test_validate_reports_kubeflow_section_errors_too(tmp_path, capsys):
+    config = default_config()
+    config["kubeflow"] = {"pipeline_root": "minio://mlpipeline/v2"}
+    code, _, err = cli(capsys, "validate", str(write(tmp_path / "config.yaml", config)))
+    assert code == 2 and "kubeflow.pipeline_root (line" in err
+
+
+def test_resources_for_a_step_the_pipeline_does_not_have(tmp_path, capsys):
+    config = write(tmp_path / "config.yaml", set_key(cluster_config(), "kubeflow.resources", {"trainer": {"cpu": 2}}))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 2
+    assert "kubeflow.resources.trainer: this pipeline has no step 'trainer'" in err and "train" in err
+
+
+def test_the_output_must_be_yaml(tmp_path, capsys):
+    config = write(tmp_path / "config.yaml", cluster_config())
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "pipeline.json"))
+    assert code == 2 and "must be a .yaml file" in err

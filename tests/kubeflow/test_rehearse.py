@@ -1,0 +1,141 @@
+"""`dtfx rehearse`: compile, then run the compiled file here, every step a subprocess as in a pod.
+
+The fast tests replace compiling and running to check what the command prints and returns;
+the slow one rehearses the shipped config, shrunk, on a small CSV and serves the pushed model.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.resources
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.kubeflow import compiler, rehearsal
+from pipeline.kubeflow.rehearsal import RehearsalResult, TaskRun
+from tests.conftest import run_dtfx
+
+SPECIES = {"Adelie", "Chinstrap", "Gentoo"}
+
+
+def fake_rehearsal(monkeypatch, result: RehearsalResult) -> list[tuple]:
+    """Replaces compiling and rehearsing; returns the list their calls are recorded in."""
+    calls = []
+    monkeypatch.setattr(compiler, "compile_pipeline", lambda *args: calls.append(("compile", *args)))
+
+    def rehearse(path, workdir, on_task=None):
+        calls.append(("rehearse", path, workdir))
+        for task in result.tasks:
+            if task.state != "skipped":
+                on_task(task)
+        return result
+
+    monkeypatch.setattr(rehearsal, "rehearse", rehearse)
+    return calls
+
+
+def test_a_failed_task_exits_1_with_its_log_tail(write_config, tmp_path, monkeypatch, capsys):
+    log = tmp_path / "work" / "logs" / "transform.log"
+    tasks = [TaskRun("ingest", "succeeded", 9.5, tmp_path / "ingest.log"), TaskRun("transform", "failed", 3.25, log)]
+    message = f"Task 'transform' exited with code 1. Log: {log}\nLast lines of the log:\nValueError: boom"
+    calls = fake_rehearsal(monkeypatch, RehearsalResult(False, [*tasks, TaskRun("train", "skipped")], tmp_path, message))
+
+    code = main(["rehearse", str(write_config()), "--workdir", str(tmp_path / "work")])
+
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert re.search(r"ingest\s+succeeded\s+9\.5\n", out) and re.search(r"transform\s+failed\s+3\.2\n", out)
+    assert re.search(r"train\s+skipped\s+-\n", out)
+    assert f"logs: {tmp_path / 'work' / 'logs'}" in out
+    assert "ValueError: boom" in err and str(log) in err
+    assert "(failed," in out and "pushed:" not in out
+    compiled = calls[0]
+    assert compiled[2] == str(tmp_path / "work" / "pipeline.yaml")
+    assert compiled[3] == "dtfx-rehearsal" and compiled[4] == str(tmp_path / "work" / "pipeline_root")
+
+
+def test_success_prints_the_pushed_model(write_config, tmp_path, monkeypatch, capsys):
+    pushed = SimpleNamespace(metadata={"pushed": 1.0, "pushed_destination": "/serving/17"})
+    tasks = [TaskRun("train", "succeeded", 1.0), TaskRun("push", "succeeded", 0.5, None, {"pushed_model": pushed})]
+    fake_rehearsal(monkeypatch, RehearsalResult(True, tasks, tmp_path, notes=["a note"]))
+
+    code = main(["rehearse", str(write_config()), "--workdir", str(tmp_path / "work")])
+
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "pushed: /serving/17" in out and "note: a note" in out and "(succeeded," in out
+
+
+def test_rehearse_needs_the_data_here(write_config, capsys):
+    code = main(["rehearse", str(write_config(data__path="/nonexistent/penguins.csv"))])
+    assert code == 2 and "data.path" in capsys.readouterr().err
+
+
+def penguins_csv(directory: Path) -> Path:
+    """The Palmer penguins rows (344, with missing values) as a CSV of this test's own."""
+    source = importlib.resources.files("palmerpenguins") / "data" / "penguins.csv"
+    with source.open() as handle:
+        rows = list(csv.reader(handle))
+    directory.mkdir(parents=True)
+    with open(directory / "penguins.csv", "w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    return directory / "penguins.csv"
+
+
+def serve(model_dir: str, rows: list[dict[str, str]]) -> list[str]:
+    """Predicted classes of the pushed model's serving signature for raw rows, as TF Serving would call it."""
+    import tensorflow as tf
+
+    numeric = {"bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g"}
+    examples = []
+    for row in rows:
+        feature = {}
+        for name, value in row.items():
+            if name in ("species", "year") or value in ("", "NA"):  # the label, and a column that is no feature
+                continue
+            if name in numeric:
+                feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+            else:
+                feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+        examples.append(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    signature = tf.saved_model.load(model_dir).signatures["serving_default"]
+    return [value.decode() for value in signature(examples=tf.constant(examples))["predicted_class"].numpy()]
+
+
+@pytest.mark.slow
+def test_rehearsal_of_the_shipped_config_pushes_a_servable_model(write_config, tmp_path):
+    data = penguins_csv(tmp_path / "data")
+    config = write_config(
+        data__path=str(data),
+        data__sharding__num_shards=1,
+        trainer__train_steps=40,
+        trainer__eval_steps=2,
+        trainer__batch_size=32,
+        trainer__learning_rate=0.05,
+        # One replica: tracing a mirrored step costs more than the whole training here.
+        trainer__distribution={"strategy": "default", "devices": 1},
+        evaluator__thresholds={"accuracy": {"lower_bound": 0.7}},
+    )
+
+    result = run_dtfx("rehearse", str(config), timeout=600)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    table = re.findall(r"^(\w+)\s+(succeeded|failed|skipped)\s+([\d.]+|-)$", result.stdout, re.MULTILINE)
+    assert {name for name, _, _ in table} >= {"ingest", "transform", "train", "baseline", "evaluate", "push"}
+    assert {state for _, state, _ in table} == {"succeeded"}
+    logs = Path(re.search(r"^logs: (.+)$", result.stdout, re.MULTILINE).group(1))
+    assert {path.stem for path in logs.glob("*.log")} == {name for name, _, _ in table}
+    # The run parameters' defaults reach the steps through Kubeflow's parameter passing.
+    assert "'train_args': '{\"num_steps\": 40}'" in (logs / "train.log").read_text()
+    pushed = re.search(r"^pushed: (/.+)$", result.stdout, re.MULTILINE).group(1)
+    assert Path(pushed).parent == tmp_path / "outputs" / "penguins" / "serving"
+    assert (Path(pushed) / "saved_model.pb").is_file()
+    with open(data) as handle:
+        rows = list(csv.DictReader(handle))[:40]
+    predicted = serve(pushed, rows)
+    assert set(predicted) <= SPECIES and len(predicted) == len(rows)
+    assert re.search(r"^rehearsal: .+ \(succeeded, \d+ s\)$", result.stdout, re.MULTILINE)
