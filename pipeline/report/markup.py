@@ -41,6 +41,7 @@ def badge(text: str, kind: str) -> str:
     return f'<span class="badge {esc(kind)}">{esc(text)}</span>'
 
 
-def facts(items: Iterable[tuple[str, str]]) -> str:
-    """A definition list of (term, HTML value) pairs."""
-    return '<dl class="facts">' + "".join(f"<dt>{esc(term)}</dt><dd>{value}</dd>" for term, value in items) + "</dl>"
+def facts(items: Iterable[tuple[str, str]], wide: bool = False) -> str:
+    """A definition list of (term, HTML value) pairs; `wide` lays out several pairs per line."""
+    klass = "facts wide" if wide else "facts"
+    return f'<dl class="{klass}">' + "".join(f"<dt>{esc(term)}</dt><dd>{value}</dd>" for term, value in items) + "</dl>"

@@ -49,9 +49,11 @@ pre { background: #f3f4f6; padding: 10px; border-radius: 6px; overflow-x: auto; 
 .badge.info { background: #e3eefb; color: var(--info); }
 .badge.neutral { background: #eeeeee; color: #555; }
 dl.facts { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; margin: 6px 0; }
+dl.facts.wide { grid-template-columns: repeat(3, max-content minmax(90px, max-content)); column-gap: 14px; }
 dl.facts dt { color: var(--muted); }
 dl.facts dd { margin: 0; }
 .picture { overflow-x: auto; }
+svg.graph { max-width: 100%; height: auto; }
 details > summary { cursor: pointer; }
 details > summary h3 { display: inline; }
 .charts { display: flex; flex-wrap: wrap; gap: 12px; }

@@ -66,8 +66,11 @@ def graph_section(summary: dict[str, Any]) -> str:
         )
         for node in nodes
     ]
-    body = f'<div class="picture">{svg.pipeline_graph(nodes)}</div>'
-    body += table(["stage", "status", "seconds", "note"], rows, "compact")
+    body = f'<div class="picture">{svg.pipeline_graph(nodes, per_row=6)}</div>'
+    # The table repeats the picture in text; it is open only when it has something to add (why a stage did not run).
+    opened = " open" if any(node.note for node in nodes) else ""
+    body += f"<details{opened}><summary>stages as a table</summary>"
+    body += table(["stage", "status", "seconds", "note"], rows, "compact") + "</details>"
     return section("graph", "Pipeline", body)
 
 
@@ -177,7 +180,8 @@ def training_section(summary: dict[str, Any]) -> str:
     history = stats.pop("history", None) or {}
     figures = {**stats, **(summary.get("trainer") or {})}
     body = facts(
-        (key.replace("_", " "), esc(fmt(value) if isinstance(value, int | float) else value)) for key, value in figures.items()
+        ((key.replace("_", " "), esc(fmt(value) if isinstance(value, int | float) else value)) for key, value in figures.items()),
+        wide=True,
     )
     epochs = max((len(values) for values in history.values()), default=0)
     steps = figures.get("train_steps")

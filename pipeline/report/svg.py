@@ -32,6 +32,14 @@ def fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
+def tick_label(value: float) -> str:
+    """A short axis label: 17500000 -> 17.5M, 4500 -> 4500, 0.25 -> 0.25."""
+    for limit, unit, suffix in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):  # 4-digit values stay as they are
+        if abs(value) >= limit:
+            return f"{value / unit:.4g}{suffix}"
+    return fmt(value)
+
+
 def _svg(width: float, height: float, css_class: str, label: str, body: list[str]) -> str:
     # role=img and the <title> make the picture readable by screen readers, and its label testable.
     return (
@@ -141,8 +149,12 @@ def bars(items: Sequence[tuple[str, float]], label: str, width: int = 180, bar_h
     return _svg(width, height, "histogram bars", label, body)
 
 
-def _ticks(low: float, high: float, count: int = 5, integer: bool = False) -> list[float]:
-    """About `count` round tick values covering [low, high]; whole numbers only when `integer` (epochs, steps)."""
+def _ticks(low: float, high: float, count: int = 5, integer: bool = False, outward: bool = False) -> list[float]:
+    """About `count` round tick values over [low, high]; whole numbers only when `integer` (epochs, steps).
+
+    With `outward`, the first and last ticks lie at or beyond the ends, so that an axis can start
+    and end on a labelled value.
+    """
     if high <= low:
         return [low]
     raw = (high - low) / (count - 1)
@@ -151,21 +163,21 @@ def _ticks(low: float, high: float, count: int = 5, integer: bool = False) -> li
     step = min((m * magnitude for m in multiples), key=lambda candidate: abs(candidate - raw))
     if integer:
         step = max(1, round(step))
-    first = math.floor(low / step) * step
+    first = math.floor(low / step + 1e-9) * step if outward else math.ceil(low / step - 1e-9) * step
+    last = math.ceil(high / step - 1e-9) * step if outward else high
     ticks = []
     value = first
-    while value <= high + step * 1e-9:
-        if value >= low - step * 1e-9:
-            ticks.append(round(value, 12))
+    while value <= last + step * 1e-9:
+        ticks.append(round(value, 12))
         value += step
     return ticks
 
 
 def line_chart(
-    series: dict[str, Sequence[tuple[float, float]]], title: str, x_label: str, width: int = 440, height: int = 240
+    series: dict[str, Sequence[tuple[float, float]]], title: str, x_label: str, width: int = 340, height: int = 220
 ) -> str:
     """Curves of (x, y) points, one per named series, with axes, ticks and a legend."""
-    left, right, top, bottom = 52, 12, 26, 38
+    left, right, top, bottom = 52, 12, 44, 38
     points = [(x, y) for values in series.values() for x, y in values if math.isfinite(y)]
     body = [_text(8, 16, title, css_class="chart-title")]
     if not points:
@@ -177,8 +189,8 @@ def line_chart(
         y_low, y_high = y_low - 0.5, y_high + 0.5
     if x_high == x_low:
         x_low, x_high = x_low - 1, x_high + 1
-    y_ticks = _ticks(y_low, y_high)
-    y_low, y_high = min(y_low, y_ticks[0]), max(y_high, y_ticks[-1])
+    y_ticks = _ticks(y_low, y_high, outward=True)
+    y_low, y_high = y_ticks[0], y_ticks[-1]
     plot_w, plot_h = width - left - right, height - top - bottom
 
     def sx(x: float) -> float:
@@ -189,10 +201,10 @@ def line_chart(
 
     for tick in y_ticks:
         body.append(f'<line x1="{left}" y1="{sy(tick):.1f}" x2="{width - right}" y2="{sy(tick):.1f}" stroke="#e5e5e5"/>')
-        body.append(_text(left - 5, sy(tick) + 4, fmt(tick), "end", "tick"))
+        body.append(_text(left - 5, sy(tick) + 4, tick_label(tick), "end", "tick"))
     integer_x = all(float(x).is_integer() for x, _ in points)
     for tick in _ticks(x_low, x_high, integer=integer_x):
-        body.append(_text(sx(tick), top + plot_h + 15, fmt(tick), "middle", "tick"))
+        body.append(_text(sx(tick), top + plot_h + 15, tick_label(tick), "middle", "tick"))
     body.append(
         f'<polyline points="{left},{top} {left},{top + plot_h} {width - right},{top + plot_h}" fill="none" stroke="#777"/>'
     )
@@ -207,8 +219,8 @@ def line_chart(
                 f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{colour}">'
                 f"<title>{escape(f'{name} at {fmt(x)}: {fmt(y)}')}</title></circle>"
             )
-        # The legend sits in the title row, right-aligned, so that it never hides a curve.
-        legend_x = width - right - 90 * (len(series) - index)
-        body.append(f'<rect x="{legend_x}" y="7" width="10" height="10" fill="{colour}"/>')
-        body.append(_text(legend_x + 14, 16, name if len(name) <= 12 else name[:11] + "…", css_class="legend"))
+        # The legend has a row of its own under the title, so that it never hides a curve or the title.
+        legend_x = left + 100 * index
+        body.append(f'<rect x="{legend_x}" y="23" width="10" height="10" fill="{colour}"/>')
+        body.append(_text(legend_x + 14, 32, name if len(name) <= 12 else name[:11] + "…", css_class="legend"))
     return _svg(width, height, "curve", title, body)

@@ -80,3 +80,7 @@ def test_integer_axes_get_whole_ticks():
 
 def test_fmt_keeps_numbers_short():
     assert [svg.fmt(v) for v in (3.0, 0.123456, 1234567.0, math.nan, None)] == ["3", "0.1235", "1234567", "–", "–"]
+
+
+def test_tick_labels_stay_short():
+    assert [svg.tick_label(v) for v in (17_500_000, 12_000, 4500, 0.25, -2e9)] == ["17.5M", "12k", "4500", "0.25", "-2G"]
