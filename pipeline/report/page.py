@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.report import artifacts, sections
+from pipeline.report import artifacts, results, sections
 from pipeline.report.markup import badge, esc, facts, unavailable
 
 REPORT_FILE = "report.html"
@@ -68,9 +68,9 @@ svg.curve { background: #fff; border: 1px solid var(--line); border-radius: 6px;
 SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("graph", "Pipeline", sections.graph_section),
     ("statistics", "Data statistics", sections.statistics_section),
-    ("training", "Training", sections.training_section),
-    ("evaluation", "Evaluation", sections.evaluation_section),
-    ("model", "Model", sections.model_section),
+    ("training", "Training", results.training_section),
+    ("evaluation", "Evaluation", results.evaluation_section),
+    ("model", "Model", results.model_section),
     ("config", "Config", sections.config_section),
 ]
 

@@ -1,0 +1,188 @@
+"""The sections of the run report about the model: training curves, evaluation against thresholds, the pushed model.
+
+Like those of sections.py, they render "not run" with the reason when their stage has nothing to show.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pipeline.report import artifacts, evaluation, svg
+from pipeline.report.markup import badge, esc, facts, not_run, section, table
+from pipeline.report.sections import why_missing
+from pipeline.report.svg import fmt
+
+# --- training --------------------------------------------------------------------------------
+
+
+def _history_charts(history: dict[str, list[float]], steps_per_epoch: int | None) -> str:
+    """One chart per Keras metric, train and eval (`val_` prefix) curves together, per epoch."""
+    groups: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for key, values in history.items():
+        base = key.removeprefix("val_")
+        groups.setdefault(base, {})["eval" if key.startswith("val_") else "train"] = [
+            (epoch, value) for epoch, value in enumerate(values, start=1) if value is not None
+        ]
+    x_label = f"epoch ({steps_per_epoch} steps each)" if steps_per_epoch else "epoch"
+    charts = [
+        svg.line_chart(dict(sorted(series.items(), key=lambda s: s[0] != "train")), base, x_label)
+        for base, series in groups.items()
+    ]
+    return '<div class="charts">' + "".join(charts) + "</div>"
+
+
+def _tensorboard(log_dir: str, skip_epoch_tags: bool) -> str:
+    """Curves of the TensorBoard scalars with several points (per step), and a table of the single ones."""
+    scalars = artifacts.read_scalars(log_dir)
+    if not scalars:
+        return '<p class="muted">No TensorBoard scalars in the model-run directory.</p>'
+    curves: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    single = []
+    for (run, tag), points in scalars.items():
+        if skip_epoch_tags and tag.startswith("epoch_"):
+            continue  # the same values as the per-epoch curves above
+        if len(points) > 1:
+            curves.setdefault(tag, {})[run] = points
+        else:
+            single.append((esc(tag), esc(run), esc(points[0][0]), esc(fmt(points[0][1]))))
+    body = '<div class="charts">' + "".join(svg.line_chart(series, tag, "step") for tag, series in curves.items()) + "</div>"
+    if single:
+        body += table(["scalar", "run", "step", "value"], single, "compact")
+    return body + f'<p class="muted">Event files in {esc(log_dir)} (open with <code>tensorboard --logdir</code>).</p>'
+
+
+def training_section(summary: dict[str, Any]) -> str:
+    """Trainer figures, loss and metric curves per epoch, and the TensorBoard scalars."""
+    title = "Training"
+    reason = why_missing(summary, "train", "model_run")
+    if reason:
+        return not_run("training", title, reason)
+    model_run = artifacts.output_uri(summary, "train", "model_run")
+    stats = artifacts.read_train_stats(model_run) or {}
+    history = stats.pop("history", None) or {}
+    figures = {**stats, **(summary.get("trainer") or {})}
+    body = facts(
+        ((key.replace("_", " "), esc(fmt(value) if isinstance(value, int | float) else value)) for key, value in figures.items()),
+        wide=True,
+    )
+    epochs = max((len(values) for values in history.values()), default=0)
+    steps = figures.get("train_steps")
+    if history:
+        body += "<h3>Per epoch</h3>" + _history_charts(history, steps // epochs if steps and epochs else None)
+    else:
+        body += f'<p class="muted">No {artifacts.TRAIN_STATS_FILE} history in {esc(model_run)}.</p>'
+    body += "<h3>TensorBoard scalars</h3>" + _tensorboard(model_run, skip_epoch_tags=bool(history))
+    return section("training", title, body)
+
+
+# --- evaluation ------------------------------------------------------------------------------
+
+
+def _threshold_text(bounds: dict[str, float] | None) -> str:
+    if not bounds:
+        return ""
+    parts = []
+    if bounds.get("lower_bound") is not None:
+        parts.append(f"≥ {fmt(bounds['lower_bound'])}")
+    if bounds.get("upper_bound") is not None:
+        parts.append(f"≤ {fmt(bounds['upper_bound'])}")
+    if bounds.get("max_regression") is not None:
+        parts.append(f"at most {fmt(bounds['max_regression'])} worse than the last pushed model")
+    return ", ".join(parts)
+
+
+def _result(row: evaluation.MetricRow, bounds: dict[str, float] | None, validated: bool) -> str:
+    if row.failures:
+        return badge("failed", "bad") + "".join(f'<div class="small">{esc(m)}</div>' for m in row.failures)
+    if not bounds:
+        return ""
+    return badge("passed", "good") if validated else badge("not checked", "neutral")
+
+
+def _slices_from_summary(summary: dict[str, Any]) -> list[evaluation.SliceMetrics]:
+    """The overall metrics summary.json holds, for when TFMA's files cannot be read."""
+    metrics = (summary.get("evaluator") or {}).get("metrics") or {}
+    rows = {name: evaluation.MetricRow(name, value) for name, value in metrics.items()}
+    return [evaluation.SliceMetrics(evaluation.OVERALL, rows)]
+
+
+def evaluation_section(summary: dict[str, Any]) -> str:
+    """Blessing, then per slice every metric with its threshold and whether it passed."""
+    title = "Evaluation"
+    reason = why_missing(summary, "evaluate", "evaluation")
+    if reason:
+        return not_run("evaluation", title, reason)
+    uri = artifacts.output_uri(summary, "evaluate", "evaluation")
+    evaluator = summary.get("evaluator") or {}
+    note = ""
+    try:
+        slices, validation_ok = evaluation.read_evaluation(uri)
+    except Exception as error:  # TFMA raises many types for unreadable files; the summary still has the numbers
+        slices, validation_ok = _slices_from_summary(summary), None
+        note = f'<p class="warning">TFMA could not read {esc(uri)} ({esc(error)}); overall metrics from summary.json.</p>'
+    bounds = evaluation.thresholds(summary, uri)
+    blessed = evaluator.get("blessed", validation_ok)
+    verdict = badge("blessed", "good") if blessed else badge("not blessed", "bad")
+    body = f"<p>{verdict}</p>" + note
+    if bounds is None:
+        body += '<p class="muted">Thresholds unknown: summary.json has no config and the evaluation no eval_config.json.</p>'
+    bounds = bounds or {}
+    with_baseline = any(row.baseline is not None for s in slices for row in s.metrics.values())
+    headers = ["metric", "value", *(["last pushed", "change"] if with_baseline else []), "threshold", "result"]
+    for slice_metrics in slices:
+        for name in bounds:  # a threshold on a metric TFMA did not compute still shows
+            if slice_metrics.name == evaluation.OVERALL:
+                slice_metrics.metrics.setdefault(name, evaluation.MetricRow(name))
+        rows = []
+        for name, row in sorted(slice_metrics.metrics.items()):
+            cells = [esc(name), esc(fmt(row.value))]
+            if with_baseline:
+                cells += [esc(fmt(row.baseline)), esc(fmt(row.change))]
+            cells += [esc(_threshold_text(bounds.get(name))), _result(row, bounds.get(name), validation_ok is not None)]
+            rows.append(cells)
+        body += f"<h3>Slice: {esc(slice_metrics.name)}</h3>" + table(headers, rows, "compact")
+    failed = evaluator.get("failed_thresholds") or []
+    if failed:
+        body += "<h3>Failed thresholds</h3><ul>" + "".join(f"<li>{esc(item)}</li>" for item in failed) + "</ul>"
+    return section("evaluation", title, body)
+
+
+# --- model -----------------------------------------------------------------------------------
+
+
+def _signatures_html(model_dir: str) -> str:
+    signatures = artifacts.read_signatures(model_dir)
+    if not signatures:
+        return '<p class="muted">The SavedModel has no signatures.</p>'
+    main, others = signatures[0], signatures[1:]
+    body = f'<h3>Signature {esc(main.name)}</h3><p class="small">{esc(main.method)}</p>'
+    io_rows = [(esc("input"), esc(t.name), esc(t.dtype), esc(t.shape)) for t in main.inputs]
+    io_rows += [(esc("output"), esc(t.name), esc(t.dtype), esc(t.shape)) for t in main.outputs]
+    body += table(["", "name", "dtype", "shape"], io_rows, "compact signature")
+    if others:
+        body += "<p>Other signatures: " + ", ".join(f"<code>{esc(s.name)}</code>" for s in others) + "</p>"
+    return body
+
+
+def model_section(summary: dict[str, Any]) -> str:
+    """The pushed model (or, when nothing was pushed, the trained one) and its serving signature."""
+    title = "Model"
+    push = summary.get("push") or {}
+    if push.get("pushed") and push.get("directory"):
+        directory = push["directory"]
+        version = os.path.basename(directory)
+        body = f"<p>{badge('pushed', 'good')} version <code>{esc(version)}</code> in <code>{esc(directory)}</code></p>"
+        if not os.path.isdir(directory):
+            return section("model", title, body + '<p class="warning">That directory no longer exists.</p>')
+        model_dir = directory
+    else:
+        reason = push.get("reason") or why_missing(summary, "push") or "nothing was pushed"
+        body = f"<p>{badge('not pushed', 'neutral')} {esc(reason)}</p>"
+        model_uri = artifacts.output_uri(summary, "train", "model")
+        model_dir = artifacts.saved_model_dir(model_uri) if model_uri else None
+        if model_dir is None:
+            return section("model", title, body + '<p class="muted">No trained model in this run.</p>', "not-run")
+        body += f"<p>Trained model (not pushed): <code>{esc(model_dir)}</code></p>"
+    body += f'<p class="small">{artifacts.directory_size(model_dir) / 1e6:.2f} MB on disk</p>'
+    return section("model", title, body + _signatures_html(model_dir))
