@@ -158,6 +158,8 @@ def guess(columns: list[Column], label: str | None) -> Guess:
             continue
         if column.kind == "empty":
             skipped[column.name] = "no value in the sampled rows"
+        elif column.kind == "int" and len(column.values) >= ID_MIN_ROWS and _is_row_number(column.values):
+            skipped[column.name] = "counts the rows: looks like a row number"
         elif column.kind in ("int", "float"):
             numeric.append(column.name)
         elif len(column.values) >= ID_MIN_ROWS and len(set(column.values)) == len(column.values):
@@ -180,6 +182,12 @@ def guess(columns: list[Column], label: str | None) -> Guess:
         threshold = ("mean_absolute_error", {"upper_bound": bound}, f"better than always predicting the median {median:.4g}")
         label_note = f"numeric, {min(values):.4g} to {max(values):.4g}"
     return Guess(label, task, numeric, categorical, skipped, threshold, label_note)
+
+
+def _is_row_number(values: list[str]) -> bool:
+    """Whether integer cells go up by one from row to row (0, 1, 2, ... or 1001, 1002, ...): an index, not a quantity."""
+    numbers = [int(value) for value in values]
+    return all(later - earlier == 1 for earlier, later in zip(numbers, numbers[1:], strict=False))
 
 
 def _round_up(value: float) -> float:
@@ -241,21 +249,21 @@ def _render(section: BaseModel, path: str, indent: int, notes: dict[str, str]) -
         if isinstance(value, BaseModel) and dotted not in ("trainer.model",):  # the model reads best on one line
             if indent == 0 and lines:
                 lines.append("")
-            lines.append(_line(indent, f"{yaml_key(key)}:", comment if indent else ""))
+            lines.append(_line(indent, f"{_yaml_key(key)}:", comment if indent else ""))
             lines += _render(value, dotted, indent + 1, notes)
         elif isinstance(value, dict) and value and all(isinstance(v, BaseModel) for v in value.values()):
-            lines.append(_line(indent, f"{yaml_key(key)}:", comment))
+            lines.append(_line(indent, f"{_yaml_key(key)}:", comment))
             for item, bounds in value.items():
-                lines.append(_line(indent + 1, f"{yaml_key(item)}: {_flow(bounds)}", notes.get(f"{dotted}.{item}", "")))
+                lines.append(_line(indent + 1, f"{_yaml_key(item)}: {_flow(bounds)}", notes.get(f"{dotted}.{item}", "")))
         elif isinstance(value, list) and value and len("  " * indent + f"{key}: {_flow(value)}") > LONG_LINE:
-            lines.append(_line(indent, f"{yaml_key(key)}:", comment))
+            lines.append(_line(indent, f"{_yaml_key(key)}:", comment))
             lines += ["  " * (indent + 1) + f"- {_flow(item)}" for item in value]
         else:
-            lines.append(_line(indent, f"{yaml_key(key)}: {_flow(value)}", comment))
+            lines.append(_line(indent, f"{_yaml_key(key)}: {_flow(value)}", comment))
     return lines
 
 
-def yaml_key(key: str) -> str:
+def _yaml_key(key: str) -> str:
     """A mapping key as YAML needs it (quoted when it would read as something else, e.g. `null`, `1`, `a: b`)."""
     return _flow(key)
 

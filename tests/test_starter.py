@@ -32,6 +32,7 @@ def mixed_csv(tmp_path):
         rows.append(
             [
                 f"row-{i}",  # unique in every row: an identifier, not a feature
+                str(i + 1),  # the row number: not a feature either
                 ["Oslo", "Lima", "Pune"][i % 3] if i % 7 else missing[i % 6],
                 str(i % 5 + 1) if i % 4 else missing[i % 6],
                 f"{20.5 + i * 1.25}" if i % 6 else missing[i % 6],
@@ -39,7 +40,7 @@ def mixed_csv(tmp_path):
                 "flat" if i % 3 else "house",
             ]
         )
-    return write_csv(tmp_path / "homes.csv", ["id", "city", "rooms", "area", "notes", "kind"], rows)
+    return write_csv(tmp_path / "homes.csv", ["id", "n", "city", "rooms", "area", "notes", "kind"], rows)
 
 
 def test_mixed_csv_gives_a_classification_config_that_loads(mixed_csv, tmp_path):
@@ -53,11 +54,12 @@ def test_mixed_csv_gives_a_classification_config_that_loads(mixed_csv, tmp_path)
     text = open(out).read()
     assert "id (a different value in every row: looks like an identifier)" in text
     assert "notes (no value in the sampled rows)" in text
+    assert "n (counts the rows: looks like a row number)" in text
     assert "better than always predicting 'flat' (67% of rows)" in text
 
 
 def test_regression_label_gets_a_mean_absolute_error_bound_from_its_spread(tmp_path):
-    rows = [[f"{x}", ["a", "b"][x % 2], f"{100 + 10 * x}.5"] for x in range(40)]
+    rows = [[f"{x * 7 % 40}", ["a", "b"][x % 2], f"{100 + 10 * x}.5"] for x in range(40)]
     data = write_csv(tmp_path / "prices.csv", ["size", "zone", "price"], rows)
     config = load_config(write_starter("prices", str(data), str(tmp_path / "p.yaml")))
     assert config.data.task == "regression" and config.features.numeric == ["size"]
@@ -67,8 +69,8 @@ def test_regression_label_gets_a_mean_absolute_error_bound_from_its_spread(tmp_p
 
 
 def test_integer_labels_are_classes_when_few_and_a_quantity_when_many(tmp_path):
-    few = write_csv(tmp_path / "few.csv", ["x", "grade"], [[i, i % 3] for i in range(30)])
-    many = write_csv(tmp_path / "many.csv", ["x", "count"], [[i, i * 7] for i in range(30)])
+    few = write_csv(tmp_path / "few.csv", ["x", "grade"], [[i * 2, i % 3] for i in range(30)])
+    many = write_csv(tmp_path / "many.csv", ["x", "count"], [[i * 2, i * 7] for i in range(30)])
     assert guess(read_sample(str(few))[0], None).task == "classification"
     assert guess(read_sample(str(many))[0], None).task == "regression"
 
@@ -140,3 +142,14 @@ def test_init_command_writes_validates_and_reports(mixed_csv, tmp_path, monkeypa
         args.handler(args)
     with pytest.raises(SystemExit):  # --data is required
         parser.parse_args(["init", "homes"])
+
+
+def test_column_names_that_yaml_would_misread_are_quoted(tmp_path):
+    names = ["yes", "1", "null", "a: b", "#x", "size (m²)", "label"]
+    data = write_csv(
+        tmp_path / "odd.csv",
+        names,
+        [[i % 2, i, i * 2, "u" if i % 2 else "v", i % 3, i / 3, ["p", "q"][i % 2]] for i in range(12)],
+    )
+    config = load_config(write_starter("odd", str(data), str(tmp_path / "odd.yaml")))
+    assert config.features.numeric == ["yes", "1", "null", "#x", "size (m²)"] and config.features.categorical == ["a: b"]
