@@ -41,17 +41,25 @@ class SliceMetrics:
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """Silences the deprecation warnings TensorFlow and its Google dependencies print when TFMA is imported."""
+    """Silences what importing TFMA prints: TensorFlow's start-up errors about CUDA plugins, deprecation warnings.
+
+    TF_CPP_MIN_LOG_LEVEL is read when TensorFlow loads, so it matters only for the first import;
+    it is restored afterwards, for the rest of the process.
+    """
     tf_logger = logging.getLogger("tensorflow")
-    level = tf_logger.level
+    level, cpp_level = tf_logger.level, os.environ.get("TF_CPP_MIN_LOG_LEVEL")
     tf_logger.setLevel(logging.ERROR)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
     finally:
         tf_logger.setLevel(level)
+        if cpp_level is None:
+            os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+        else:
+            os.environ["TF_CPP_MIN_LOG_LEVEL"] = cpp_level
 
 
 def slice_name(slice_key) -> str:
