@@ -14,6 +14,7 @@ Everything is written into a hidden staging directory inside the output artifact
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 import shutil
@@ -79,8 +80,9 @@ class _EncodeFile(beam.DoFn):
                 framed = tfrecord.frame(examples, crcs)
                 hashes = assign.content_hashes(crcs, pc.binary_length(examples).to_numpy(zero_copy_only=False))
                 first_row = plan.offsets[index] + file_rows
-                for (split, shard), rows in self._assign(hashes, key_values, first_row, plan.total_rows):
-                    parts.write(self._split_names[split], shard, framed.take(pa.array(rows)))
+                groups = self._assign(hashes, key_values, first_row, plan.total_rows)
+                parts.write_batch([(self._split_names[split], shard, framed.take(pa.array(rows)))
+                                   for (split, shard), rows in groups])
                 file_rows += len(examples)
         if file_rows != scan.num_rows:
             raise DataError(f"{scan.path}: the file changed while it was read ({scan.num_rows} rows, then {file_rows}); "
@@ -117,29 +119,54 @@ class _EncodeFile(beam.DoFn):
 
 
 class _PartWriters:
-    """Lazily opened part files, one gzipped TFRecord file per (split, shard), for one input file."""
+    """Lazily opened part files, one gzipped TFRecord file per (split, shard), for one input file.
+
+    Compression runs on one background thread (zlib releases the GIL), so that on a machine with
+    a second core it overlaps the encoding of the next batch. At most one batch is in flight:
+    `write_batch` waits for the previous one, which also keeps the records of each part in order.
+    """
 
     def __init__(self, parts_uri: str, file_index: int):
         self._parts_uri = parts_uri
         self._file_index = file_index
         self._writers: dict[tuple[str, int], tfrecord.GzipRecordWriter] = {}
+        self._background = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="compress")
+        self._in_flight: concurrent.futures.Future | None = None
         self.paths: dict[tuple[str, int], str] = {}
 
-    def write(self, split: str, shard: int, framed: pa.Array) -> None:
+    def write_batch(self, groups: list[tuple[str, int, pa.Array]]) -> None:
+        """Appends framed records to the parts of their (split, shard): [(split, shard, framed records)]."""
+        self._wait()
+        writers = [(self._writer(split, shard), framed) for split, shard, framed in groups]
+        self._in_flight = self._background.submit(lambda: [writer.write(framed) for writer, framed in writers])
+
+    def _writer(self, split: str, shard: int) -> tfrecord.GzipRecordWriter:
         writer = self._writers.get((split, shard))
         if writer is None:
             fileio.makedirs(self._parts_uri)
             path = os.path.join(self._parts_uri, f"{split}.{shard:05d}.{self._file_index:06d}.gz")
             writer = self._writers[(split, shard)] = tfrecord.GzipRecordWriter(path, COMPRESSION_LEVEL)
             self.paths[(split, shard)] = path
-        writer.write(framed)
+        return writer
+
+    def _wait(self) -> None:
+        if self._in_flight is not None:
+            in_flight, self._in_flight = self._in_flight, None
+            in_flight.result()  # raises what the background write raised
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc_info):
-        for writer in self._writers.values():
-            writer.close()
+    def __exit__(self, exc_type, *_):
+        try:
+            self._wait()
+        except Exception:
+            if exc_type is None:
+                raise
+        finally:
+            self._background.shutdown()
+            for writer in self._writers.values():
+                writer.close()
 
 
 class _WriteShard(beam.DoFn):
