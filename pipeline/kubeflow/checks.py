@@ -8,16 +8,19 @@ report every such problem at once, in the loader's `yaml.path (line N): message`
 
 from __future__ import annotations
 
+import dataclasses
+import glob
 import os
 
 import yaml
 
 from pipeline import layout
 from pipeline.config import Config
-from pipeline.data_source import PACKAGE_SCHEME
+from pipeline.data_source import CSV_SUFFIXES, PACKAGE_SCHEME, PARQUET_SUFFIXES, TFRECORD_SUFFIXES
 from pipeline.errors import Problem
 from pipeline.kubeflow.platform import mount_of
 
+DATA_SUFFIXES = CSV_SUFFIXES + PARQUET_SUFFIXES + TFRECORD_SUFFIXES
 VOLUME_HINT = "an absolute path on a volume mounted in every step (kubeflow.volumes) or inside the image"
 
 
@@ -50,15 +53,13 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
         schema_problem = _pod_path_problem(config.schema_.path, urls=True)
         if schema_problem:
             problem("schema.path", schema_problem)
-    if needs_serving_dir(config) and not os.path.isabs(layout.serving_dir(config)):
-        where = "pusher.serving_dir" if config.pusher.serving_dir else "pipeline.output_root"
-        derived = "" if config.pusher.serving_dir else " (null derives it from pipeline.output_root, which is relative)"
-        problem(
-            where,
-            "pushed models must go to an absolute path on a volume mounted in every step (kubeflow.volumes), which "
-            "all runs share: the pusher writes there and the baseline step reads the last push; set "
-            f"pusher.serving_dir to one{derived}",
-        )
+    for shared in shared_paths(config):
+        if not os.path.isabs(shared.path):
+            problem(
+                shared.key,
+                f"{shared.what} must be an absolute path on a volume mounted in every step (kubeflow.volumes), which all "
+                f"runs share: {shared.why}; a relative path means nothing in a pod",
+            )
     return problems
 
 
@@ -68,16 +69,47 @@ def mount_warnings(config: Config) -> list[str]:
     warnings = []
     if os.path.isabs(config.data.path) and not mount_of(config.data.path, kubeflow):
         warnings.append(f"data.path {config.data.path} is on no kubeflow.volumes mount: the image must contain it")
+    path = config.data.path
+    if not glob.has_magic(path) and not path.lower().endswith(DATA_SUFFIXES) and not os.path.isdir(path):
+        warnings.append(
+            f"data.path {config.data.path} is read as one file: for every file of a directory, write "
+            f"{config.data.path.rstrip('/')}/* (a directory cannot be told from a file when compiling)"
+        )
     schema = config.schema_.path
     if schema and os.path.isabs(schema) and not mount_of(schema, kubeflow):
         warnings.append(f"schema.path {schema} is on no kubeflow.volumes mount: the image must contain it")
-    serving_dir = layout.serving_dir(config)
-    if needs_serving_dir(config) and os.path.isabs(serving_dir) and not mount_of(serving_dir, kubeflow):
-        warnings.append(
-            f"the serving directory {serving_dir} is on no kubeflow.volumes mount: unless the cluster mounts a shared "
-            "volume there by other means, pushed models stay in the push step's pod and are lost with it"
-        )
+    for shared in shared_paths(config):
+        if os.path.isabs(shared.path) and not mount_of(shared.path, kubeflow):
+            warnings.append(
+                f"{shared.what} {shared.path} is on no kubeflow.volumes mount: unless the cluster mounts a shared "
+                "volume there by other means, what the steps write there stays in their pods and is lost"
+            )
     return warnings
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedPath:
+    """A local path that steps in different pods, and later runs, must all see: `key` is the config key that sets it."""
+
+    key: str
+    path: str
+    what: str
+    why: str
+
+
+def shared_paths(config: Config) -> list[SharedPath]:
+    """The paths the steps share through a volume: the serving directory and the reference schema, when used."""
+    shared = []
+    if needs_serving_dir(config):
+        key = "pusher.serving_dir" if config.pusher.serving_dir else "pipeline.output_root"
+        why = "the pusher writes model versions there and the baseline step reads the last one"
+        if not config.pusher.serving_dir:
+            why += " (pusher.serving_dir is null, so it is under pipeline.output_root)"
+        shared.append(SharedPath(key, layout.serving_dir(config), "the serving directory", why))
+    if not config.schema_.path:
+        why = "the first data that passes validation leaves its schema there, and later runs are checked against it"
+        shared.append(SharedPath("pipeline.output_root", layout.reference_schema_path(config), "the reference schema", why))
+    return shared
 
 
 def needs_serving_dir(config: Config) -> bool:

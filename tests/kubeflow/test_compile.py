@@ -164,7 +164,14 @@ def test_compile_needs_neither_the_data_nor_the_pipeline_root(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "p.yaml"]
     assert f"compiled: {tmp_path / 'p.yaml'}" in out
     assert "warning: data.path" in err and "the image must contain it" in err
-    assert "pushed models stay in the push step's pod" in err
+    assert f"warning: the serving directory {tmp_path / 'serving'} is on no kubeflow.volumes mount" in err
+    assert "warning: the reference schema" in err
+
+
+def test_a_data_directory_must_be_a_glob(tmp_path, capsys):
+    config = write(tmp_path / "config.yaml", cluster_config(data__path="/mnt/dtfx/data"))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 0 and "data.path /mnt/dtfx/data is read as one file" in err and "/mnt/dtfx/data/*" in err
 
 
 # --- config mistakes: exit code 2, the YAML path (and line) and what to do -------------------------------
@@ -176,7 +183,8 @@ def test_the_shipped_config_lists_what_a_cluster_needs(capsys):
     assert "kubeflow.image: required to compile" in err
     assert "kubeflow.pipeline_root: required to compile" in err
     assert re.search(r"data.path \(line \d+\): package:// is resolved on the machine that compiles", err)
-    assert re.search(r"pipeline.output_root \(line \d+\): pushed models must go to an absolute path on a volume", err)
+    assert re.search(r"pipeline.output_root \(line \d+\): the serving directory must be an absolute path on a volume", err)
+    assert re.search(r"pipeline.output_root \(line \d+\): the reference schema must be an absolute path on a volume", err)
     assert "Traceback" not in err
 
 

@@ -90,14 +90,17 @@ def serve(model_dir: str, rows: list[dict[str, str]]) -> list[str]:
     """Predicted classes of the pushed model's serving signature for raw rows, as TF Serving would call it."""
     import tensorflow as tf
 
-    numeric = {"bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g"}
+    # Ingest stores a column whose values are all integers as int64, the others as float.
+    integers, floats = {"flipper_length_mm", "body_mass_g", "year"}, {"bill_length_mm", "bill_depth_mm"}
     examples = []
     for row in rows:
         feature = {}
         for name, value in row.items():
-            if name in ("species", "year") or value in ("", "NA"):  # the label, and a column that is no feature
+            if name == "species" or value in ("", "NA"):
                 continue
-            if name in numeric:
+            if name in integers:
+                feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
+            elif name in floats:
                 feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
             else:
                 feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
