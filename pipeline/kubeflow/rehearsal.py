@@ -271,16 +271,18 @@ class _TaskRunner:
 
 
 def _create_output_dirs(executor_input: pipeline_spec_pb2.ExecutorInput) -> None:
-    """Creates each output artifact's directory before the step runs.
+    """Creates what a step may expect of its output URIs before it runs.
 
-    On a cluster the pipeline root is an object store (gs://), where a file can be written
-    under any prefix without creating directories first; TFX's local runner creates output
-    directories too. Here the root is a local directory, so they are made for the step, lest a
-    step fail here only because it writes into its output URI without creating it.
+    On a cluster the pipeline root is an object store (gs://), where a TFX step writes files
+    under its artifact URI without creating any directory (and TFX's local runner creates that
+    directory for it). Here the root is a local directory, so each TFX artifact's directory is
+    made for the step, lest it fail here only. A KFP artifact may be a file at its URI, so as
+    Kubeflow's launcher does, only its parent directory is made.
     """
     for artifact_list in executor_input.outputs.artifacts.values():
         for artifact in artifact_list.artifacts:
-            os.makedirs(artifact.uri, exist_ok=True)
+            is_tfx = "title: tfx." in artifact.type.instance_schema or artifact.type.schema_title.startswith("tfx.")
+            os.makedirs(artifact.uri if is_tfx else os.path.dirname(artifact.uri), exist_ok=True)
 
 
 def _executors(spec: pipeline_spec_pb2.PipelineSpec) -> dict[str, pipeline_spec_pb2.PipelineDeploymentConfig.ExecutorSpec]:

@@ -136,6 +136,24 @@ def test_importer_runs_without_a_subprocess(tmp_path):
     assert states(result) == {"schema_importer": "succeeded"}
 
 
+def test_tfx_outputs_get_their_directory_kfp_outputs_their_parent(tmp_path):
+    """As on an object store, a TFX step can write under its output URI at once; a KFP output may be a file."""
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    from pipeline.kubeflow.rehearsal import _create_output_dirs
+
+    executor_input = pipeline_spec_pb2.ExecutorInput()
+    tfx_output = executor_input.outputs.artifacts["schema"].artifacts.add(uri=str(tmp_path / "schema_gen" / "schema"))
+    tfx_output.type.instance_schema = "title: tfx.Schema\ntype: object\n"
+    kfp_output = executor_input.outputs.artifacts["out"].artifacts.add(uri=str(tmp_path / "write" / "out"))
+    kfp_output.type.schema_title = "system.Artifact"
+
+    _create_output_dirs(executor_input)
+
+    assert (tmp_path / "schema_gen" / "schema").is_dir()
+    assert (tmp_path / "write").is_dir() and not (tmp_path / "write" / "out").exists()
+
+
 def compile_failing_kfp_pipeline(path: Path) -> Path:
     """Three KFP container components: `write` succeeds, `fail` fails, `never` is never reached."""
     from kfp import compiler, dsl
