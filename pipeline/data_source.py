@@ -11,10 +11,11 @@ import glob
 import importlib.resources
 import os
 
+# The ExampleGen decides a file's format by its name; validation must agree with it.
+from components.example_gen.sources import PARQUET_SUFFIXES, TFRECORD_SUFFIXES, file_format  # noqa: F401
+
 PACKAGE_SCHEME = "package://"
 CSV_SUFFIXES = (".csv", ".csv.gz", ".txt")
-PARQUET_SUFFIXES = (".parquet", ".pq")
-TFRECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".tfrecord.gz", ".gz")
 
 
 def resolve_path(path: str, base_dir: str | None = None) -> str:
@@ -43,16 +44,6 @@ def list_files(path: str) -> list[str]:
     if glob.has_magic(path):
         return sorted(p for p in glob.glob(path) if os.path.isfile(p))
     return [path] if os.path.isfile(path) else []
-
-
-def file_format(path: str) -> str:
-    """csv, parquet or tfrecord, from the file name."""
-    lower = path.lower()
-    if lower.endswith(PARQUET_SUFFIXES):
-        return "parquet"
-    if lower.endswith(TFRECORD_SUFFIXES) and not lower.endswith(".csv.gz"):
-        return "tfrecord"
-    return "csv"
 
 
 def read_columns(path: str) -> list[str] | None:
