@@ -191,7 +191,8 @@ class _WriteShard(beam.DoFn):
         if not paths:
             tfrecord.GzipRecordWriter(target, COMPRESSION_LEVEL).close()  # a valid gzip stream of no records
         elif len(paths) == 1:
-            fileio.rename(paths[0], target, overwrite=True)
+            if fileio.exists(paths[0]) or not fileio.exists(target):  # a retried bundle finds it moved already
+                fileio.rename(paths[0], target, overwrite=True)
         else:
             with fileio.open(target, "wb") as out:
                 for path in paths:
