@@ -6,12 +6,14 @@ STAMP := $(VENV)/.installed
 CONFIG ?= pipeline_config/penguins.yaml
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-fast lint schema golden clean
+.PHONY: setup run test test-fast lint schema golden report-png clean
 
 setup: $(STAMP)
 
 # The whole environment is pinned in requirements.lock; tfx 1.16 declares Python <3.11 but runs on 3.11.
+# Headless Chromium renders the run report in the tests (Debian packages; needs root, as CI has).
 $(STAMP): requirements.lock pyproject.toml
+	command -v chromedriver >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip==24.3.1
 	$(BIN)/pip install --quiet --disable-pip-version-check --ignore-requires-python -r requirements.lock
@@ -28,13 +30,16 @@ test-fast: setup  ## unit and golden tests only
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 lint: setup
-	$(BIN)/ruff check pipeline components tests benchmarks
+	$(BIN)/ruff check pipeline components tests benchmarks scripts
 
 schema: setup  ## regenerate pipeline_config/config.schema.json from the config model
 	$(BIN)/dtfx schema > pipeline_config/config.schema.json
 
 golden: setup  ## rewrite the golden files from the current code
 	UPDATE_GOLDEN=1 $(BIN)/python -m pytest -m "not slow" -k golden -q
+
+report-png: setup  ## docs/report.png from a run directory: make report-png RUN=outputs/penguins/runs/<timestamp>
+	$(BIN)/python scripts/screenshot_report.py $(RUN) docs/report.png --width 1200 --height 1750
 
 clean:
 	rm -rf outputs .pytest_cache

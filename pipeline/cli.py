@@ -12,6 +12,9 @@ import sys
 
 from pipeline.config import STAGES
 from pipeline.errors import UserError
+from pipeline.kubeflow.commands import add_commands
+from pipeline.report.command import add_command as add_report_command
+from pipeline.starter import add_command as add_init_command
 
 EXIT_USER_ERROR = 2
 
@@ -56,9 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--verbose", action="store_true", help="show library logs on the console instead of the log file")
     run.set_defaults(handler=_run)
 
-    from pipeline.kubeflow.commands import add_commands
-
     add_commands(verbs)  # compile, submit, rehearse
+    add_report_command(verbs)  # report RUN_DIR
+    add_init_command(verbs)  # init NAME --data CSV
 
     schema = verbs.add_parser("schema", help="Print the JSON Schema of the config.")
     schema.set_defaults(handler=_schema)
@@ -76,6 +79,7 @@ def _validate(args) -> int:
 def _run(args) -> int:
     from pipeline import console
     from pipeline.loader import load_config
+    from pipeline.report import build_report
 
     config = load_config(args.config, args.overrides)
     print(f"dtfx: running pipeline {config.pipeline.name!r}" + (f" until {args.until}" if args.until else ""), flush=True)
@@ -83,6 +87,7 @@ def _run(args) -> int:
 
     summary = run_local(config, until=args.until, verbose=args.verbose, progress=console.live_stages)
     console.print_summary(summary, resume_command=_resume_command(args))
+    print(f"report: {build_report(summary['run_dir'])}")
     if summary["status"] == "succeeded":
         return 0
     return EXIT_USER_ERROR if summary["error"]["kind"] == "user" else 1
