@@ -6,6 +6,9 @@ column is typed the same way in every file and batch (an int column that has one
 anywhere becomes float everywhere). The second pass reads the same batches again and
 converts them with the planned types. CSV parsing is cheap next to encoding, so the extra
 pass costs little and no value can turn out to be of the wrong type half-way through.
+
+TensorFlow and TFX are imported inside the functions that need them: `dtfx validate` uses
+this module's format rules (pipeline/data_source.py) and must stay quick to start.
 """
 
 from __future__ import annotations
