@@ -4,9 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CONFIG ?= pipeline_config/penguins.yaml
+IMAGE ?= dtfx:latest
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-fast lint schema golden report-png clean
+.PHONY: setup run test test-fast lint schema golden report-png image rehearse clean
 
 setup: $(STAMP)
 
@@ -40,6 +41,13 @@ golden: setup  ## rewrite the golden files from the current code
 
 report-png: setup  ## docs/report.png from a run directory: make report-png RUN=outputs/penguins/runs/<timestamp>
 	$(BIN)/python scripts/screenshot_report.py $(RUN) docs/report.png --width 1200 --height 1750
+
+image:  ## build the Kubeflow step image where Docker exists; then docker push it and set kubeflow.image
+	@command -v docker >/dev/null 2>&1 || { echo "make image: Docker is not installed here; build the image where it is" >&2; exit 1; }
+	tar --exclude=__pycache__ -cf - Dockerfile requirements.lock pipeline components | docker build -t $(IMAGE) -
+
+rehearse: setup  ## run the default pipeline as Kubeflow would: compiled file, steps as subprocesses (minutes)
+	$(BIN)/dtfx rehearse $(CONFIG)
 
 clean:
 	rm -rf outputs .pytest_cache

@@ -10,6 +10,7 @@ import json
 import os
 import sys
 
+from pipeline.cli_args import add_config_verb
 from pipeline.config import STAGES
 from pipeline.errors import UserError
 from pipeline.kubeflow.commands import add_commands
@@ -38,23 +39,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dtfx", description="Declarative TFX pipelines from one YAML file.")
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
 
-    def with_config(name: str, help_text: str) -> argparse.ArgumentParser:
-        verb = verbs.add_parser(name, help=help_text, description=help_text)
-        verb.add_argument("config", metavar="CONFIG", help="path of the YAML config")
-        verb.add_argument(
-            "--set",
-            dest="overrides",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="override a config key, e.g. --set trainer.train_steps=100 (repeatable)",
-        )
-        return verb
-
-    validate = with_config("validate", "Check a config and its data; exit 0, or 2 listing every problem.")
+    validate = add_config_verb(verbs, "validate", "Check a config and its data; exit 0, or 2 listing every problem.")
     validate.set_defaults(handler=_validate)
 
-    run = with_config("run", "Run the pipeline locally and write summary.json.")
+    run = add_config_verb(verbs, "run", "Run the pipeline locally and write summary.json.")
     run.add_argument("--until", choices=STAGES, help="stop after this stage")
     run.add_argument("--verbose", action="store_true", help="show library logs on the console instead of the log file")
     run.set_defaults(handler=_run)

@@ -70,6 +70,18 @@ def _parse_yaml(path: str, text: str) -> tuple[dict[str, Any], dict[str, int]]:
     return raw, lines
 
 
+def key_lines(source: str) -> dict[str, int]:
+    """The line of each dotted key of the YAML file `source`; empty when it cannot be read or parsed."""
+    try:
+        with open(source, encoding="utf-8") as handle:
+            node = yaml.compose(handle, Loader=yaml.SafeLoader)
+    except (OSError, yaml.YAMLError):
+        return {}
+    lines: dict[str, int] = {}
+    _collect_lines(node, "", lines)
+    return lines
+
+
 def _collect_lines(node: yaml.Node, prefix: str, lines: dict[str, int]) -> None:
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
@@ -83,8 +95,8 @@ def _collect_lines(node: yaml.Node, prefix: str, lines: dict[str, int]) -> None:
             _collect_lines(item, path, lines)
 
 
-def _line_of(path: str, lines: dict[str, int]) -> int | None:
-    """The line of `path`, or of its nearest ancestor present in the file."""
+def line_of(path: str, lines: dict[str, int]) -> int | None:
+    """The line of `path`, or of its nearest ancestor present in the file (a key set with --set has none)."""
     while path:
         if path in lines:
             return lines[path]
@@ -125,7 +137,7 @@ def _pydantic_problems(error: ValidationError, lines: dict[str, int]) -> list[Pr
             message = "unknown key"
         elif item["type"] == "missing":
             message = "required key is missing"
-        problems.append(Problem(path, message, _line_of(path, lines)))
+        problems.append(Problem(path, message, line_of(path, lines)))
     # A union reports each member's failure; keep one message per path.
     unique: dict[tuple[str, str], Problem] = {}
     for problem in problems:
@@ -149,16 +161,14 @@ def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Probl
         for name in thresholds:
             if name not in known:
                 path = f"evaluator.thresholds.{name}"
-                problems.append(
-                    Problem(path, f"unknown metric for {task}; use one of: {', '.join(known)}", _line_of(path, lines))
-                )
+                problems.append(Problem(path, f"unknown metric for {task}; use one of: {', '.join(known)}", line_of(path, lines)))
     if pusher.get("enabled", True) is True and not thresholds:
         problems.append(
             Problem(
                 "pusher.enabled",
                 "the pusher is enabled but evaluator.thresholds is empty, so no model would ever be pushed; "
                 "add a threshold such as evaluator.thresholds.accuracy.lower_bound or set pusher.enabled: false",
-                _line_of("pusher.enabled", lines) or _line_of("evaluator", lines),
+                line_of("pusher.enabled", lines) or line_of("evaluator", lines),
             )
         )
     serving_dir = pusher.get("serving_dir")
@@ -168,13 +178,13 @@ def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Probl
                 "pusher.serving_dir",
                 "must be a local or mounted directory (a push is an atomic rename, "
                 "which object stores such as gs:// do not have)",
-                _line_of("pusher.serving_dir", lines),
+                line_of("pusher.serving_dir", lines),
             )
         )
     features = _section(raw, "features")
     listed = [name for kind in ("numeric", "categorical") if isinstance(features.get(kind), list) for name in features[kind]]
     if data.get("label") in listed:
-        problems.append(Problem("features", f"the label {data['label']!r} cannot also be a feature", _line_of("features", lines)))
+        problems.append(Problem("features", f"the label {data['label']!r} cannot also be a feature", line_of("features", lines)))
     return problems
 
 
@@ -183,7 +193,7 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     data = _section(raw, "data")
     if not isinstance(data.get("path"), str):
         return []
-    where_path = _line_of("data.path", lines)
+    where_path = line_of("data.path", lines)
     try:
         data_path = data_source.resolve_path(data["path"])
     except FileNotFoundError as error:
@@ -215,11 +225,11 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     named.append(("data.sharding.key", _section(data, "sharding").get("key")))
     for path, name in named:
         if isinstance(name, str) and name not in columns:
-            problems.append(Problem(path, f"{name!r} is not a column of the data ({where})", _line_of(path, lines)))
+            problems.append(Problem(path, f"{name!r} is not a column of the data ({where})", line_of(path, lines)))
     schema_path = _section(raw, "schema").get("path")
     if isinstance(schema_path, str) and not os.path.isfile(data_source.resolve_path(schema_path)):
         problems.append(
-            Problem("schema.path", f"no schema file at {data_source.resolve_path(schema_path)}", _line_of("schema.path", lines))
+            Problem("schema.path", f"no schema file at {data_source.resolve_path(schema_path)}", line_of("schema.path", lines))
         )
     return problems
 

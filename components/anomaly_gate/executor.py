@@ -49,6 +49,7 @@ class Executor(base_executor.BaseExecutor):
         schema = artifact_utils.get_single_instance(input_dict["schema"])
         target = artifact_utils.get_single_instance(output_dict["validated_schema"])
         schema_file = os.path.join(schema.uri, SCHEMA_FILE)
+        fileio.makedirs(target.uri)
         fileio.copy(schema_file, os.path.join(target.uri, SCHEMA_FILE), overwrite=True)
         store_reference(schema_file, exec_properties.get("reference_path", ""))
 

@@ -33,5 +33,6 @@ class Executor(base_executor.BaseExecutor):
         inferred = os.path.join(artifact_utils.get_single_instance(input_dict["schema"]).uri, SCHEMA_FILE)
         source = reference if fileio.exists(reference) else inferred
         target = artifact_utils.get_single_instance(output_dict["reference_schema"])
+        fileio.makedirs(target.uri)
         fileio.copy(source, os.path.join(target.uri, SCHEMA_FILE), overwrite=True)
         target.set_string_custom_property("source", "reference" if source == reference else "inferred")

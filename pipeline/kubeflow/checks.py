@@ -12,13 +12,12 @@ import dataclasses
 import glob
 import os
 
-import yaml
-
 from pipeline import layout
 from pipeline.config import Config
 from pipeline.data_source import CSV_SUFFIXES, PACKAGE_SCHEME, PARQUET_SUFFIXES, TFRECORD_SUFFIXES
 from pipeline.errors import Problem
 from pipeline.kubeflow.platform import mount_of
+from pipeline.loader import key_lines, line_of
 
 DATA_SUFFIXES = CSV_SUFFIXES + PARQUET_SUFFIXES + TFRECORD_SUFFIXES
 VOLUME_HINT = "an absolute path on a volume mounted in every step (kubeflow.volumes) or inside the image"
@@ -30,11 +29,11 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
     With `require_cluster`, the image and the pipeline root must be set; a rehearsal on this
     machine needs neither. Lines are looked up in the YAML file `source`.
     """
-    lines = _key_lines(source)
+    lines = key_lines(source)
     problems = []
 
     def problem(path: str, message: str) -> None:
-        problems.append(Problem(path, message, _line_of(path, lines)))
+        problems.append(Problem(path, message, line_of(path, lines)))
 
     kubeflow = config.kubeflow
     if require_cluster and not kubeflow.image:
@@ -130,32 +129,4 @@ def _pod_path_problem(path: str, urls: bool) -> str | None:
         return f"this step reads the path with {reader}: give {accepted}{VOLUME_HINT}"
     if not os.path.isabs(path):
         return f"a relative path means nothing in a pod: give {VOLUME_HINT}"
-    return None
-
-
-def _key_lines(source: str) -> dict[str, int]:
-    """The line of each dotted key of the YAML file `source` (empty when it cannot be read)."""
-    try:
-        with open(source, encoding="utf-8") as handle:
-            root = yaml.compose(handle, Loader=yaml.SafeLoader)
-    except (OSError, yaml.YAMLError):
-        return {}
-    lines: dict[str, int] = {}
-    pending = [("", root)]
-    while pending:
-        prefix, node = pending.pop()
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                path = f"{prefix}.{key.value}" if prefix else str(key.value)
-                lines[path] = key.start_mark.line + 1
-                pending.append((path, value))
-    return lines
-
-
-def _line_of(path: str, lines: dict[str, int]) -> int | None:
-    """The line of `path`, or of its nearest ancestor in the file (a key set with --set has none)."""
-    while path:
-        if path in lines:
-            return lines[path]
-        path = path.rpartition(".")[0]
     return None

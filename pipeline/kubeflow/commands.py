@@ -7,13 +7,13 @@ prints without a traceback and turns into exit code 2.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 import sys
 import tempfile
 import time
 
+from pipeline.cli_args import add_config_verb
 from pipeline.errors import ConfigError, UserError
 
 # The image name written into a rehearsal's spec when the config names none: a rehearsal runs
@@ -24,11 +24,11 @@ EXIT_TASK_FAILED = 1
 
 def add_commands(verbs) -> None:
     """Adds `compile`, `submit` and `rehearse` to `verbs`, the CLI's argparse subparsers object."""
-    compile_ = _with_config(verbs, "compile", "Compile the pipeline for Kubeflow Pipelines v2 (a PipelineSpec YAML file).")
+    compile_ = add_config_verb(verbs, "compile", "Compile the pipeline for Kubeflow Pipelines v2 (a PipelineSpec YAML file).")
     compile_.add_argument("-o", "--output", default="pipeline.yaml", help="output file, .yaml (default: pipeline.yaml)")
     compile_.set_defaults(handler=compile_command)
 
-    submit = _with_config(verbs, "submit", "Compile the pipeline and start a run on a Kubeflow Pipelines API.")
+    submit = add_config_verb(verbs, "submit", "Compile the pipeline and start a run on a Kubeflow Pipelines API.")
     submit.add_argument(
         "--host",
         default=os.environ.get("KF_PIPELINES_ENDPOINT"),
@@ -40,7 +40,7 @@ def add_commands(verbs) -> None:
     submit.add_argument("-o", "--output", help="also keep the submitted pipeline file here (.yaml)")
     submit.set_defaults(handler=submit_command)
 
-    rehearse = _with_config(
+    rehearse = add_config_verb(
         verbs, "rehearse", "Compile the pipeline, then run the compiled file on this machine as Kubeflow would run it."
     )
     rehearse.add_argument(
@@ -121,21 +121,6 @@ def rehearse_command(args) -> int:
     print(_pushed_line(result))
     print(f"rehearsal: {workdir} (succeeded, {seconds:.0f} s)")
     return 0
-
-
-def _with_config(verbs, name: str, help_text: str) -> argparse.ArgumentParser:
-    """A verb taking CONFIG and repeatable `--set KEY=VALUE`, as the CLI's other verbs do."""
-    verb = verbs.add_parser(name, help=help_text, description=help_text)
-    verb.add_argument("config", metavar="CONFIG", help="path of the YAML config")
-    verb.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key, e.g. --set trainer.train_steps=100 (repeatable)",
-    )
-    return verb
 
 
 def _cluster_config(args):
