@@ -33,7 +33,8 @@ def mixed_config(write_config, data: Path, **keys) -> Path:
 
 
 def versions(serving: Path) -> list[str]:
-    return sorted(p.name for p in serving.iterdir()) if serving.exists() else []
+    """The model versions TF Serving would see: numbered directories (the pusher's lock file and temporaries are hidden)."""
+    return sorted(p.name for p in serving.iterdir() if p.name.isdigit()) if serving.exists() else []
 
 
 def rewrite(data: Path, change) -> None:
