@@ -91,7 +91,9 @@ def run_fn(fn_args) -> None:
     ).history
     seconds = time.perf_counter() - started
     losses = history.get("loss", [])
-    if len(losses) < epochs or any(math.isnan(v) or math.isinf(v) for v in losses):
+    # After a resume the history holds only the epochs run since the checkpoint, so a short
+    # history is normal; TerminateOnNaN is the only callback that stops training early.
+    if network.stop_training or any(math.isnan(v) or math.isinf(v) for v in losses):
         raise TrainingError(
             f"the training loss became NaN or infinite (loss per epoch: {losses}); nothing will be pushed. "
             "Lower trainer.learning_rate, check the data, or set trainer.debug.check_numerics: true to find the op"
