@@ -123,7 +123,9 @@ class DistributionSection(Section):
         "N makes N logical CPU devices so that N replicas really run.",
     )
     cross_device_ops: Literal["nccl", "hierarchical_copy", "reduction_to_one_device"] | None = Field(
-        None, description="All-reduce implementation of `mirrored` where GPUs exist; null lets TensorFlow choose."
+        None,
+        description="All-reduce implementation of `mirrored` where GPUs exist; null lets TensorFlow choose. "
+        "On logical CPU devices gradients are always summed on /cpu:0 (reduction_to_one_device).",
     )
 
 

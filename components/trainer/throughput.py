@@ -9,22 +9,30 @@ import tf_keras as keras
 
 
 class Throughput(keras.callbacks.Callback):
-    """Examples/s per epoch, in total and per replica; the first epoch (tracing, warm-up) is left out of the mean."""
+    """Examples/s of training per epoch, in total and per replica; the first epoch (tracing, warm-up) is left out of the mean.
+
+    An epoch is timed from its start to its last training step: Keras runs the validation
+    between that step and `on_epoch_end`, and evaluation is not training throughput.
+    """
 
     def __init__(self, global_batch_size: int, replicas: int, log_dir: str):
         super().__init__()
+        self._supports_tf_logs = True  # the logs stay tensors: no host sync at every step for this callback
         self.global_batch_size = global_batch_size
         self.replicas = replicas
         self.writer = tf.summary.create_file_writer(f"{log_dir}/throughput")
         self.rates: list[float] = []
-        self._started = 0.0
+        self._started = self._last_step = 0.0
         self._steps = 0
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._started = time.perf_counter()
+        self._started = self._last_step = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._last_step = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
-        seconds = time.perf_counter() - self._started
+        seconds = self._last_step - self._started
         steps = self.params.get("steps") or 0
         rate = steps * self.global_batch_size / seconds if seconds > 0 else 0.0
         self.rates.append(rate)

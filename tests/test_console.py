@@ -1,0 +1,94 @@
+"""What `dtfx run` prints: live stage lines, the final tables, and what to do after a failure."""
+
+from __future__ import annotations
+
+import io
+import time
+
+from pipeline import console
+
+
+class FakeTerminal(io.StringIO):
+    """A stream that says it is a terminal, so rich draws its live display into it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def summary(**changes) -> dict:
+    base = {
+        "pipeline": "penguins",
+        "run_dir": "outputs/penguins/runs/20261122-120000-000000",
+        "log": "outputs/penguins/runs/20261122-120000-000000/dtfx.log",
+        "status": "succeeded",
+        "seconds": 95.2,
+        "config": {"evaluator": {"thresholds": {"accuracy": {"lower_bound": 0.8}}}},
+        "stages": [
+            {"stage": "ingest", "node": "ingest", "status": "cached", "seconds": 0.0},
+            {"stage": "validation", "node": "anomaly_gate", "status": "ran", "seconds": 0.2},
+            {"stage": "train", "node": "train", "status": "ran", "seconds": 61.5},
+            {"stage": "push", "node": "push", "status": "ran", "seconds": 0.1},
+        ],
+        "trainer": {"replicas": 2, "strategy": "mirrored", "examples_per_second": 2025.4, "train_steps": 300},
+        "evaluator": {"blessed": True, "metrics": {"accuracy": 0.9846, "example_count": 65.0}, "failed_thresholds": []},
+        "push": {"pushed": True, "directory": "outputs/penguins/serving/1795316497"},
+    }
+    base.update(changes)
+    return base
+
+
+def test_live_lines_on_a_terminal_show_each_stage_with_its_elapsed_time():
+    terminal = FakeTerminal()
+    with console.live_stages(terminal) as on_event:
+        on_event("ingest", "running")
+        time.sleep(0.3)  # the live display redraws on its own in between events
+        on_event("ingest", "finished")
+        on_event("train", "running")
+    drawn = terminal.getvalue()
+    assert "ingest" in drawn and "train" in drawn
+    assert "✓" in drawn and "…" in drawn  # a finished stage and one still running
+    assert " s" in drawn
+
+
+def test_without_a_terminal_each_finished_stage_is_one_plain_line():
+    pipe = io.StringIO()
+    with console.live_stages(pipe) as on_event:
+        on_event("ingest", "running")
+        on_event("ingest", "finished")
+    lines = pipe.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("  ingest finished in ") and lines[0].endswith(" s")
+    assert "\x1b[" not in pipe.getvalue()  # no escape codes in a log or a pipe
+
+
+def test_final_tables_show_stages_trainer_metrics_against_thresholds_and_the_push(capsys):
+    console.print_summary(summary(), resume_command="dtfx run c.yaml")
+    out = capsys.readouterr().out
+    for stage, status in (("ingest", "cached"), ("train", "ran")):
+        assert any(stage in line and status in line for line in out.splitlines()), (stage, out)
+    assert "anomaly_gate" in out  # helper nodes are named beside their stage
+    assert "trainer: 2 replica(s) (mirrored), 2025 examples/s, 300 steps" in out
+    assert any("accuracy" in line and "0.9846" in line and "≥ 0.8" in line for line in out.splitlines()), out
+    assert "evaluator: blessed" in out
+    assert "pushed: outputs/penguins/serving/1795316497" in out
+    assert "resume" not in out
+
+
+def test_a_failed_run_names_the_stage_the_log_and_the_command_that_resumes(capsys):
+    failed = summary(
+        status="failed",
+        stages=[
+            {"stage": "ingest", "node": "ingest", "status": "ran", "seconds": 3.0},
+            {"stage": "train", "node": "train", "status": "failed", "seconds": 9.0},
+            {"stage": "push", "node": "push", "status": "not_run", "seconds": 0.0},
+        ],
+        trainer=None,
+        evaluator=None,
+        push={"pushed": False, "reason": "a stage failed before the push"},
+        error={"kind": "user", "message": "the training loss became NaN"},
+    )
+    console.print_summary(failed, resume_command="dtfx run c.yaml --set trainer.learning_rate=0.001")
+    out = capsys.readouterr().out
+    assert "not pushed: a stage failed before the push" in out
+    assert "error in stage train: the training loss became NaN" in out
+    assert f"log: {failed['log']}" in out
+    assert "resume with: dtfx run c.yaml --set trainer.learning_rate=0.001" in out
