@@ -27,8 +27,8 @@ def fmt(value: float) -> str:
     """A number in at most 4 significant digits, without a useless exponent for everyday values."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    if float(value).is_integer() and abs(value) < 1e9:
-        return str(int(value))
+    if abs(value) < 1e9 and (float(value).is_integer() or abs(value) >= 1e4):  # 37862.9 reads better as 37863
+        return str(round(value))
     return f"{value:.4g}"
 
 

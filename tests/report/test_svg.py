@@ -79,7 +79,8 @@ def test_integer_axes_get_whole_ticks():
 
 
 def test_fmt_keeps_numbers_short():
-    assert [svg.fmt(v) for v in (3.0, 0.123456, 1234567.0, math.nan, None)] == ["3", "0.1235", "1234567", "–", "–"]
+    values = (3.0, 0.123456, 1234567.0, 37862.9, 1234.56, 2.5e12, math.nan, None)
+    assert [svg.fmt(v) for v in values] == ["3", "0.1235", "1234567", "37863", "1235", "2.5e+12", "–", "–"]
 
 
 def test_tick_labels_stay_short():
