@@ -30,6 +30,12 @@ def test_default_config_loads_with_absolute_paths(tmp_path, monkeypatch):
     assert config.evaluator.thresholds["accuracy"].lower_bound == 0.8
 
 
+@pytest.mark.parametrize("shipped", sorted((ROOT / "pipeline_config").glob("*.yaml")), ids=lambda path: path.name)
+def test_every_shipped_config_validates_with_its_data(shipped, capsys):
+    assert main(["validate", str(shipped)]) == 0, capsys.readouterr().err
+    assert "valid" in capsys.readouterr().out
+
+
 def test_overrides_are_typed_by_the_schema(write_config):
     config = load_config(
         str(write_config()), ["trainer.train_steps=12", "trainer.model.hidden_units=[4, 2]", "pipeline.enable_cache=false"]

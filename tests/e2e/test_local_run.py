@@ -193,3 +193,28 @@ def test_anomalies_stop_the_run_before_transform(write_config, tmp_path):
     assert status["anomaly_gate"] == "failed" and status["transform"] == "not_run" and status["push"] == "not_run"
     assert not summary["push"]["pushed"]
     assert "resume with: dtfx run" in result.stdout
+
+
+def test_shipped_taxi_config_trains_on_real_messy_data_and_serves_it(write_config, tmp_path):
+    """The Chicago taxi sample (18 columns, many missing, one column always empty) through the config `dtfx init` wrote."""
+    import importlib.resources
+
+    import yaml
+
+    from tests.conftest import ROOT
+
+    config = yaml.safe_load((ROOT / "pipeline_config" / "taxi.yaml").read_text())
+    result = run_dtfx("run", str(write_config(config, trainer__train_steps=100, trainer__eval_steps=5)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = summary_of(result)
+    threshold = config["evaluator"]["thresholds"]["mean_absolute_error"]["upper_bound"]
+    assert summary["evaluator"]["metrics"]["mean_absolute_error"] < threshold and summary["push"]["pushed"]
+
+    with open(importlib.resources.files("tfx") / "examples/chicago_taxi_pipeline/data/simple/data.csv") as handle:
+        rows = list(csv.DictReader(handle))[:500]
+    features = set(config["features"]["numeric"]) | set(config["features"]["categorical"])
+    served = [{name: value for name, value in row.items() if name in features} for row in rows]
+    predictions = serve(summary["push"]["directory"], serialized_examples(served, drop="tips"))["predictions"]
+    assert predictions.shape[0] == len(rows)
+    error = sum(abs(float(p) - float(row["tips"])) for p, row in zip(predictions.ravel(), rows, strict=True)) / len(rows)
+    assert error < threshold
