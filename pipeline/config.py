@@ -6,6 +6,7 @@ are generated from these models, so editors can complete and check a config.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Literal
 
@@ -16,6 +17,8 @@ STAGES = ("ingest", "statistics", "schema", "validation", "transform", "train", 
 # Metric names a threshold may use, per task; the builder maps them to TFMA metrics.
 CLASSIFICATION_METRICS = ("accuracy", "example_count")
 REGRESSION_METRICS = ("mean_squared_error", "mean_absolute_error", "root_mean_squared_error", "example_count")
+# The values each metric can take: a bound outside them could never be met.
+METRIC_RANGES = {"accuracy": (0, 1), **{name: (0, math.inf) for name in REGRESSION_METRICS}}
 
 
 class Section(BaseModel):

@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from pipeline import data_source
-from pipeline.config import CLASSIFICATION_METRICS, REGRESSION_METRICS, Config
+from pipeline.config import CLASSIFICATION_METRICS, METRIC_RANGES, REGRESSION_METRICS, Config
 from pipeline.errors import ConfigError, Problem
 
 
@@ -150,6 +150,24 @@ def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _unreachable_bounds(path: str, metric: str, bounds: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
+    """A bound outside the values the metric can take would never bless a model, like having no threshold."""
+    low, high = METRIC_RANGES[metric]
+    problems = []
+    for key, beyond, limit in (("lower_bound", lambda v: v > high, high), ("upper_bound", lambda v: v < low, low)):
+        value = bounds.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and beyond(value):
+            problems.append(
+                Problem(
+                    f"{path}.{key}",
+                    f"{metric} is never {'above' if key == 'lower_bound' else 'below'} {limit}, so {key} {value} "
+                    "can never be met and no model would ever be pushed",
+                    line_of(f"{path}.{key}", lines) or line_of(path, lines),
+                )
+            )
+    return problems
+
+
 def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     """Checks across sections that a single field cannot express."""
     problems = []
@@ -158,10 +176,12 @@ def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Probl
     thresholds = evaluator.get("thresholds") or {}
     known = REGRESSION_METRICS if task == "regression" else CLASSIFICATION_METRICS
     if isinstance(thresholds, dict):
-        for name in thresholds:
+        for name, bounds in thresholds.items():
+            path = f"evaluator.thresholds.{name}"
             if name not in known:
-                path = f"evaluator.thresholds.{name}"
                 problems.append(Problem(path, f"unknown metric for {task}; use one of: {', '.join(known)}", line_of(path, lines)))
+            elif isinstance(bounds, dict):
+                problems += _unreachable_bounds(path, name, bounds, lines)
     if pusher.get("enabled", True) is True and not thresholds:
         problems.append(
             Problem(

@@ -119,6 +119,22 @@ def test_out_of_range_and_cross_field_values(write_config):
     assert any(p.startswith("data.sharding.num_shards") for p in problems_of(write_config(data__sharding__num_shards=0)))
 
 
+def test_bounds_a_metric_can_never_reach_are_refused(write_config):
+    (problem,) = problems_of(write_config(), "evaluator.thresholds.accuracy.lower_bound=1.01")
+    assert problem.startswith("evaluator.thresholds.accuracy.lower_bound")
+    assert "accuracy is never above 1" in problem and "no model would ever be pushed" in problem
+    regression = write_config(
+        data__label="body_mass_g",
+        data__task="regression",
+        features={},
+        evaluator__thresholds={"mean_absolute_error": {"upper_bound": -1}, "example_count": {"lower_bound": 10}},
+    )
+    (problem,) = problems_of(regression)
+    assert problem.startswith("evaluator.thresholds.mean_absolute_error.upper_bound (line")
+    assert "never below 0" in problem
+    load_config(str(write_config(evaluator__thresholds={"accuracy": {"lower_bound": 1.0}})))  # perfect is possible
+
+
 def test_bad_override_syntax(write_config):
     problems = problems_of(write_config(), "trainer.train_steps")
     assert problems == ["--set trainer.train_steps: expected dotted.key=value, for example trainer.train_steps=100"]
