@@ -47,8 +47,8 @@ figures are only comparable within a run.
 
 Tracing Keras' train step converts every tf_keras function it calls with AutoGraph: TensorFlow
 exempts the `keras` package from AutoGraph, not `tf_keras`, which made the first `fit` take
-25-35 s here. This benchmark exempts `tf_keras` too (it changes tracing time, not the graph);
-`--convert-tf-keras` keeps TensorFlow's behaviour.
+25-35 s here. run_fn exempts `tf_keras` too (`components.trainer.tracing`; it changes tracing
+time, not the graph), and so does this benchmark; `--convert-tf-keras` keeps TensorFlow's behaviour.
 
 Prints a table of every figure and ratio; exits 1 if a target is missed. One run takes about
 10 minutes on 2 cores. It is run by hand, not by the tests.
@@ -142,11 +142,9 @@ def setup_tensorflow(args: argparse.Namespace) -> None:
     if args.inter_op_threads:
         tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     if not args.convert_tf_keras:
-        from tensorflow.python.autograph.core import config as autograph_config
+        from components.trainer.tracing import exempt_tf_keras_from_autograph
 
-        rule = autograph_config.DoNotConvert("tf_keras")
-        if not any(str(existing) == str(rule) for existing in autograph_config.CONVERSION_RULES):
-            autograph_config.CONVERSION_RULES = (rule, *autograph_config.CONVERSION_RULES)
+        exempt_tf_keras_from_autograph()
     devices = tf.config.list_logical_devices("CPU")
     intra, inter = tf.config.threading.get_intra_op_parallelism_threads(), tf.config.threading.get_inter_op_parallelism_threads()
     print(

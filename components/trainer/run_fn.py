@@ -19,7 +19,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 
 from components.errors import TrainingError
-from components.trainer import dataset, devices, model, serving
+from components.trainer import dataset, devices, model, serving, tracing
 from components.trainer.throughput import Throughput
 from components.transform.preprocessing import LABEL_VOCABULARY, transformed_name
 
@@ -33,6 +33,7 @@ def run_fn(fn_args) -> None:
     config = fn_args.custom_config
     label, task = config["label"], config["task"]
     keras.utils.set_random_seed(config["seed"])
+    tracing.exempt_tf_keras_from_autograph()
     if config.get("check_numerics"):
         tf.debugging.enable_check_numerics()
     tft_output = tft.TFTransformOutput(fn_args.transform_output)
