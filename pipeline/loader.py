@@ -153,19 +153,24 @@ def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
 def _unreachable_bounds(path: str, metric: str, bounds: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     """A bound outside the values the metric can take would never bless a model, like having no threshold."""
     low, high = METRIC_RANGES[metric]
-    problems = []
-    for key, beyond, limit in (("lower_bound", lambda v: v > high, high), ("upper_bound", lambda v: v < low, low)):
-        value = bounds.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and beyond(value):
-            problems.append(
-                Problem(
-                    f"{path}.{key}",
-                    f"{metric} is never {'above' if key == 'lower_bound' else 'below'} {limit}, so {key} {value} "
-                    "can never be met and no model would ever be pushed",
-                    line_of(f"{path}.{key}", lines) or line_of(path, lines),
-                )
-            )
-    return problems
+    lower, upper = bounds.get("lower_bound"), bounds.get("upper_bound")
+    unreachable = []
+    if _is_number(lower) and lower > high:
+        unreachable.append(("lower_bound", lower, f"{metric} is never above {high}"))
+    if _is_number(upper) and upper < low:
+        unreachable.append(("upper_bound", upper, f"{metric} is never below {low}"))
+    return [
+        Problem(
+            f"{path}.{key}",
+            f"{reason}, so {key} {value} can never be met and no model would ever be pushed",
+            line_of(f"{path}.{key}", lines) or line_of(path, lines),
+        )
+        for key, value, reason in unreachable
+    ]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
