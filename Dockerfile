@@ -3,7 +3,7 @@
 # Build with `make image` (it sends Docker only this file, requirements.lock, pipeline/ and components/), push it
 # to a registry the cluster pulls from, and name it in the config as kubeflow.image.
 #
-# The steps import their code by module path (components.*: the custom components, the Transform
+# The steps import their code by module path (dtfx.components.*: the custom components, the Transform
 # preprocessing_fn, the Trainer run_fn), so compiling uploads nothing and the code that runs is
 # the code in this image: rebuild and push it whenever components/ changes.
 FROM tensorflow/tfx:1.16.0
@@ -16,7 +16,7 @@ ENV PYTHONPATH=/opt/dtfx \
     PYTHONUNBUFFERED=1 \
     TF_USE_LEGACY_KERAS=1
 
-# pipeline/ (config, builder, `python -m pipeline.cli`) also needs pydantic, PyYAML and rich: installed
+# pipeline/ (config, builder, `python -m dtfx.pipeline.cli`) also needs pydantic, PyYAML and rich: installed
 # at the versions of requirements.lock (as constraints, so only what they need is added or changed).
 # palmerpenguins only provides the sample data below.
 COPY requirements.lock /tmp/requirements.lock
@@ -24,8 +24,10 @@ RUN python -m pip install --no-cache-dir -c /tmp/requirements.lock pydantic PyYA
     && python -m pip install --no-cache-dir --no-deps -c /tmp/requirements.lock palmerpenguins \
     && rm /tmp/requirements.lock
 
-COPY components/ /opt/dtfx/components/
-COPY pipeline/ /opt/dtfx/pipeline/
+# The folders become the packages dtfx.components and dtfx.pipeline (dtfx is a namespace package, as
+# setup.py installs it), so the image's only top-level name is dtfx and a user's `components` stays free.
+COPY components/ /opt/dtfx/dtfx/components/
+COPY pipeline/ /opt/dtfx/dtfx/pipeline/
 
 # The sample data at a fixed path, for trying the default config on a cluster:
 # --set data.path=/opt/dtfx/data/penguins.csv
@@ -33,8 +35,8 @@ RUN mkdir -p /opt/dtfx/data \
     && python -c "import palmerpenguins, os, shutil; shutil.copy(os.path.join(os.path.dirname(palmerpenguins.__file__), 'data', 'penguins.csv'), '/opt/dtfx/data/')"
 
 # Fail the build, not the first run, if a step's code cannot be imported here.
-RUN python -c "import components.kfp_entrypoint, components.example_gen.executor, components.transform.preprocessing, components.trainer.run_fn, components.anomaly_gate.executor, components.baseline_model.evaluator_executor, components.pusher.executor, pipeline.config"
+RUN python -c "import dtfx.components.kfp_entrypoint, dtfx.components.example_gen.executor, dtfx.components.transform.preprocessing, dtfx.components.trainer.run_fn, dtfx.components.anomaly_gate.executor, dtfx.components.baseline_model.evaluator_executor, dtfx.components.pusher.executor, dtfx.pipeline.config"
 
 WORKDIR /opt/dtfx
-# Kubeflow starts every step with the command of the compiled spec (python -m components.kfp_entrypoint ...);
+# Kubeflow starts every step with the command of the compiled spec (python -m dtfx.components.kfp_entrypoint ...);
 # the TFX image's own ENTRYPOINT (the Beam worker boot) is left as it is.

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-import components  # noqa: F401  (chooses tf_keras before TensorFlow is imported)
+import dtfx.components  # noqa: F401  (chooses tf_keras before TensorFlow is imported)
 
 TAXI_CSV = "examples/chicago_taxi_pipeline/data/simple/data.csv"
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
@@ -60,8 +60,8 @@ def stock_run(csv_path: str, out: str) -> float:
 
 def dtfx_run(csv_path: str, out: str) -> float:
     """dtfx's executor, with the exec properties of ShardedExampleGen as the pipeline builder makes it."""
-    from components.example_gen import executor
-    from components.example_gen.component import ShardedExampleGen
+    from dtfx.components.example_gen import executor
+    from dtfx.components.example_gen.component import ShardedExampleGen
 
     component = ShardedExampleGen(data_path=csv_path, label="tips", splits=SPLITS, num_shards=4)
     return _timed_do(executor.Executor, dict(component.exec_properties), out)

@@ -7,11 +7,11 @@ Everything runs in this one process, on the same data: gzipped TFRecord shards o
 transformed-looking tf.Examples written to a temporary directory laid out as an Examples
 artifact (8 files, `--examples` rows; six float z-scores `x<i>_xf`, four category ids `c<i>_xf`
 with 4 to 1000 buckets, a class id `label_xf`). TensorFlow is split into 2 logical CPU devices
-(`components.trainer.devices.ensure_logical_cpus(2)`) before it starts.
+(`dtfx.components.trainer.devices.ensure_logical_cpus(2)`) before it starts.
 
 1. Input pipeline, examples/s at batch sizes 64, 256 and 1024, drained inside a tf.function
    as Keras' training loop does:
-   - dtfx:  `components.trainer.dataset.make_dataset`, shuffling (10,000 records, run_fn's
+   - dtfx:  `dtfx.components.trainer.dataset.make_dataset`, shuffling (10,000 records, run_fn's
             default) and the cache on, as in training. The first pass (reads the files, fills
             the cache) and the cached passes after it are reported apart;
    - stock: `fn_args.data_accessor.tf_dataset_factory(..., TensorFlowDatasetOptions(batch_size,
@@ -47,7 +47,7 @@ figures are only comparable within a run.
 
 Tracing Keras' train step converts every tf_keras function it calls with AutoGraph: TensorFlow
 exempts the `keras` package from AutoGraph, not `tf_keras`, which made the first `fit` take
-25-35 s here. run_fn exempts `tf_keras` too (`components.trainer.tracing`; it changes tracing
+25-35 s here. run_fn exempts `tf_keras` too (`dtfx.components.trainer.tracing`; it changes tracing
 time, not the graph), and so does this benchmark; `--convert-tf-keras` keeps TensorFlow's behaviour.
 
 Prints a table of every figure and ratio; exits 1 if a target is missed. One run takes about
@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import components  # noqa: E402,F401  (chooses tf_keras before TensorFlow is imported)
+import dtfx.components  # noqa: E402,F401  (chooses tf_keras before TensorFlow is imported)
 
 FLOATS = [f"x{index}_xf" for index in range(6)]
 CATEGORIES = {"c0_xf": 4, "c1_xf": 20, "c2_xf": 100, "c3_xf": 1000}
@@ -132,7 +132,7 @@ def parse_args() -> argparse.Namespace:
 
 def setup_tensorflow(args: argparse.Namespace) -> None:
     """2 logical CPU devices and thread settings, before TensorFlow's runtime starts; tf_keras out of AutoGraph."""
-    from components.trainer.devices import ensure_logical_cpus
+    from dtfx.components.trainer.devices import ensure_logical_cpus
 
     ensure_logical_cpus(2)
     import tensorflow as tf
@@ -142,7 +142,7 @@ def setup_tensorflow(args: argparse.Namespace) -> None:
     if args.inter_op_threads:
         tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     if not args.convert_tf_keras:
-        from components.trainer.tracing import exempt_tf_keras_from_autograph
+        from dtfx.components.trainer.tracing import exempt_tf_keras_from_autograph
 
         exempt_tf_keras_from_autograph()
     devices = tf.config.list_logical_devices("CPU")
@@ -214,7 +214,7 @@ def stock_fn_args(root: str):
 
 
 def dtfx_dataset(train_files: list[str], batch_size: int):
-    from components.trainer import dataset
+    from dtfx.components.trainer import dataset
 
     return dataset.make_dataset(
         train_files, feature_spec(), LABEL, "classification", batch_size, shuffle_buffer=SHUFFLE_BUFFER, cache=True
@@ -322,7 +322,7 @@ class TrainResult:
 def make_strategies() -> dict:
     import tensorflow as tf
 
-    from components.trainer.devices import make_strategy
+    from dtfx.components.trainer.devices import make_strategy
 
     return {
         "default": make_strategy("default"),
@@ -382,8 +382,8 @@ class _ExecutionTimes:
 def measure_training(train_files: list[str], examples: int, rounds: int, seconds: float) -> list[TrainResult]:
     import tf_keras as keras
 
-    from components.trainer import model as dtfx_model
-    from components.trainer.run_fn import compile_model
+    from dtfx.components.trainer import model as dtfx_model
+    from dtfx.components.trainer.run_fn import compile_model
 
     strategies = make_strategies()
     results, networks, datasets = [], [], {}

@@ -1,6 +1,6 @@
 """Container entrypoint of every dtfx step on Kubeflow: TFX's own, with typed input artifacts.
 
-Run as `python -m components.kfp_entrypoint <TFX entrypoint arguments>`; the compiled
+Run as `python -m dtfx.components.kfp_entrypoint <TFX entrypoint arguments>`; the compiled
 pipeline starts every container that way.
 
 Kubeflow's driver hands a step its input artifacts as it reads them back from ML Metadata:

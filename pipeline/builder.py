@@ -13,16 +13,16 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 from tfx.proto import trainer_pb2
 
-from components.anomaly_gate.component import AnomalyGate
-from components.baseline_model.component import BaselineAwareEvaluator, BaselineModel
-from components.example_gen.component import ShardedExampleGen
-from components.pusher.component import AtomicPusher
-from components.reference_schema.component import ReferenceSchema
-from pipeline import layout
-from pipeline.config import STAGES, Config
+from dtfx.components.anomaly_gate.component import AnomalyGate
+from dtfx.components.baseline_model.component import BaselineAwareEvaluator, BaselineModel
+from dtfx.components.example_gen.component import ShardedExampleGen
+from dtfx.components.pusher.component import AtomicPusher
+from dtfx.components.reference_schema.component import ReferenceSchema
+from dtfx.pipeline import layout
+from dtfx.pipeline.config import STAGES, Config
 
-PREPROCESSING_FN = "components.transform.preprocessing.preprocessing_fn"
-RUN_FN = "components.trainer.run_fn.run_fn"
+PREPROCESSING_FN = "dtfx.components.transform.preprocessing.preprocessing_fn"
+RUN_FN = "dtfx.components.trainer.run_fn.run_fn"
 GATE_ID = "anomaly_gate"
 BASELINE_ID = "baseline"
 REFERENCE_ID = "reference_schema"

@@ -10,12 +10,12 @@ import json
 import os
 import sys
 
-from pipeline.cli_args import add_config_verb
-from pipeline.config import STAGES
-from pipeline.errors import UserError
-from pipeline.kubeflow.commands import add_commands
-from pipeline.report.command import add_command as add_report_command
-from pipeline.starter import add_command as add_init_command
+from dtfx.pipeline.cli_args import add_config_verb
+from dtfx.pipeline.config import STAGES
+from dtfx.pipeline.errors import UserError
+from dtfx.pipeline.kubeflow.commands import add_commands
+from dtfx.pipeline.report.command import add_command as add_report_command
+from dtfx.pipeline.starter import add_command as add_init_command
 
 EXIT_USER_ERROR = 2
 
@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _validate(args) -> int:
-    from pipeline.loader import load_config
+    from dtfx.pipeline.loader import load_config
 
     config = load_config(args.config, args.overrides)
     print(f"{args.config}: valid (pipeline {config.pipeline.name!r}, data {config.data.path})")
@@ -65,13 +65,13 @@ def _validate(args) -> int:
 
 
 def _run(args) -> int:
-    from pipeline import console
-    from pipeline.loader import load_config
-    from pipeline.report import build_report
+    from dtfx.pipeline import console
+    from dtfx.pipeline.loader import load_config
+    from dtfx.pipeline.report import build_report
 
     config = load_config(args.config, args.overrides)
     print(f"dtfx: running pipeline {config.pipeline.name!r}" + (f" until {args.until}" if args.until else ""), flush=True)
-    from pipeline.local_runner import run_local
+    from dtfx.pipeline.local_runner import run_local
 
     summary = run_local(config, until=args.until, verbose=args.verbose, progress=console.live_stages)
     console.print_summary(summary, resume_command=_resume_command(args))
@@ -89,7 +89,7 @@ def _resume_command(args) -> str:
 
 
 def _schema(args) -> int:
-    from pipeline.config import Config
+    from dtfx.pipeline.config import Config
 
     print(json.dumps(Config.model_json_schema(by_alias=True), indent=2))
     return 0

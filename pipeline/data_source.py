@@ -12,7 +12,7 @@ import importlib.resources
 import os
 
 # The ExampleGen decides a file's format by its name; validation must agree with it.
-from components.example_gen.sources import PARQUET_SUFFIXES, TFRECORD_SUFFIXES, file_format  # noqa: F401
+from dtfx.components.example_gen.sources import PARQUET_SUFFIXES, TFRECORD_SUFFIXES, file_format  # noqa: F401
 
 PACKAGE_SCHEME = "package://"
 CSV_SUFFIXES = (".csv", ".csv.gz", ".txt")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from pipeline.config import Config
+from dtfx.pipeline.config import Config
 
 
 def pipeline_dir(config: Config) -> str:

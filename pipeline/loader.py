@@ -13,9 +13,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from pipeline import data_source
-from pipeline.config import CLASSIFICATION_METRICS, METRIC_RANGES, REGRESSION_METRICS, Config
-from pipeline.errors import ConfigError, Problem
+from dtfx.pipeline import data_source
+from dtfx.pipeline.config import CLASSIFICATION_METRICS, METRIC_RANGES, REGRESSION_METRICS, Config
+from dtfx.pipeline.errors import ConfigError, Problem
 
 
 def load_config(path: str, overrides: Iterable[str] = (), check_data: bool = True) -> Config:

@@ -14,9 +14,9 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from pipeline import layout
-from pipeline.config import Config
-from pipeline.errors import UserError
+from dtfx.pipeline import layout
+from dtfx.pipeline.config import Config
+from dtfx.pipeline.errors import UserError
 
 SUMMARY_FILE = "summary.json"
 LOG_FILE = "dtfx.log"
@@ -55,10 +55,10 @@ def run_local(
         from tfx.orchestration import metadata
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-        from components.errors import StepError
-        from components.trainer.devices import ensure_logical_cpus
-        from pipeline.builder import build_pipeline
-        from pipeline.run_summary import summarise
+        from dtfx.components.errors import StepError
+        from dtfx.components.trainer.devices import ensure_logical_cpus
+        from dtfx.pipeline.builder import build_pipeline
+        from dtfx.pipeline.run_summary import summarise
 
         connection = metadata.sqlite_metadata_connection_config(layout.metadata_path(config))
         pipeline = build_pipeline(config, until, metadata_connection_config=connection)

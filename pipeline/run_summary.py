@@ -9,11 +9,11 @@ from typing import Any
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from pipeline.builder import stage_of
+from dtfx.pipeline.builder import stage_of
 
 _STATE = metadata_store_pb2.Execution.State
 STATUS = {_STATE.COMPLETE: "ran", _STATE.CACHED: "cached", _STATE.FAILED: "failed", _STATE.RUNNING: "failed"}
-TRAIN_STATS_FILE = "train_stats.json"  # written by components.trainer.run_fn into the model-run directory
+TRAIN_STATS_FILE = "train_stats.json"  # written by dtfx.components.trainer.run_fn into the model-run directory
 
 
 def summarise(connection_config, pipeline_name: str, node_ids: list[str]) -> dict[str, Any]:

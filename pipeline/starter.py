@@ -25,9 +25,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from components.example_gen.sources import NULL_VALUES  # the cells ExampleGen reads as missing
-from pipeline.config import Config, PipelineSection
-from pipeline.errors import UserError
+from dtfx.components.example_gen.sources import NULL_VALUES  # the cells ExampleGen reads as missing
+from dtfx.pipeline.config import Config, PipelineSection
+from dtfx.pipeline.errors import UserError
 
 SAMPLE_ROWS = 10_000  # enough to see every kind of value of a column, quick for any file
 MAX_CLASSES = 20  # an integer label with at most this many values is a class
@@ -297,7 +297,7 @@ def write_starter(name: str, csv_path: str, out_path: str | None = None, label: 
     out_path = out_path or os.path.join("pipeline_config", f"{name}.yaml")
     if os.path.exists(out_path):
         raise UserError(f"{out_path} exists already; remove it or choose another file with --output")
-    from pipeline import data_source
+    from dtfx.pipeline import data_source
 
     columns, rows = read_sample(data_source.resolve_path(csv_path))
     choice = guess(columns, label)
@@ -349,7 +349,7 @@ def add_command(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from pipeline.loader import load_config
+    from dtfx.pipeline.loader import load_config
 
     path = write_starter(args.name, args.data, args.output, args.label)
     config = load_config(path)  # what `dtfx validate` checks: a starter must pass it as written

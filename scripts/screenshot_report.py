@@ -15,9 +15,9 @@ import sys
 # Run as a file from the repository root, the `pipeline` package is one directory up.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pipeline.errors import UserError  # noqa: E402
-from pipeline.report import REPORT_FILE, build_report  # noqa: E402
-from pipeline.report.browser import BrowserError, Chromium  # noqa: E402
+from dtfx.pipeline.errors import UserError  # noqa: E402
+from dtfx.pipeline.report import REPORT_FILE, build_report  # noqa: E402
+from dtfx.pipeline.report.browser import BrowserError, Chromium  # noqa: E402
 
 
 def screenshot(run_dir: str, out_path: str, width: int = 1280, height: int = 1600, full_page: bool = False) -> list[str]:

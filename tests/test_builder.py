@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from pipeline.builder import build_pipeline, stage_of
-from pipeline.config import STAGES, Config
+from dtfx.pipeline.builder import build_pipeline, stage_of
+from dtfx.pipeline.config import STAGES, Config
 from tests.conftest import ROOT, default_config, set_key
 
 GOLDEN = ROOT / "tests" / "golden" / "penguins_graph.json"
@@ -87,7 +87,7 @@ def test_inferred_schema_is_checked_against_the_reference():
 
 
 def test_thresholds_become_tfma_bounds():
-    from pipeline.builder import eval_config
+    from dtfx.pipeline.builder import eval_config
 
     config = eval_config(make_config(evaluator__thresholds={"accuracy": {"lower_bound": 0.7, "upper_bound": 0.99}}))
     (spec,) = config.metrics_specs

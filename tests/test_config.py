@@ -7,10 +7,10 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from pipeline.cli import main
-from pipeline.config import Config
-from pipeline.errors import ConfigError
-from pipeline.loader import load_config
+from dtfx.pipeline.cli import main
+from dtfx.pipeline.config import Config
+from dtfx.pipeline.errors import ConfigError
+from dtfx.pipeline.loader import load_config
 from tests.conftest import DEFAULT_CONFIG, ROOT, default_config, set_key
 
 

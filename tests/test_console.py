@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import time
 
-from pipeline import console
+from dtfx.pipeline import console
 
 
 class FakeTerminal(io.StringIO):

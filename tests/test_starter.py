@@ -9,10 +9,10 @@ import re
 import pytest
 from pydantic import BaseModel
 
-from pipeline.config import Config
-from pipeline.errors import UserError
-from pipeline.loader import load_config
-from pipeline.starter import add_command, guess, read_sample, write_starter
+from dtfx.pipeline.config import Config
+from dtfx.pipeline.errors import UserError
+from dtfx.pipeline.loader import load_config
+from dtfx.pipeline.starter import add_command, guess, read_sample, write_starter
 
 
 def write_csv(path, header, rows):

@@ -10,7 +10,7 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components.anomaly_gate import executor
+from dtfx.components.anomaly_gate import executor
 
 
 class AnomalyGateSpec(ComponentSpec):

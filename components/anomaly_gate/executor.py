@@ -10,8 +10,8 @@ from tfx.dsl.components.base import base_executor
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 
-from components.errors import DataError
-from components.reference_schema.executor import store_reference
+from dtfx.components.errors import DataError
+from dtfx.components.reference_schema.executor import store_reference
 
 ANOMALIES_FILE = "SchemaDiff.pb"
 SCHEMA_FILE = "schema.pbtxt"

@@ -18,7 +18,7 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components.baseline_model import evaluator_executor, executor
+from dtfx.components.baseline_model import evaluator_executor, executor
 
 
 class BaselineModelSpec(ComponentSpec):

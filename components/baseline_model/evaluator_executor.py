@@ -5,7 +5,7 @@ from __future__ import annotations
 from absl import logging
 from tfx.components.evaluator import executor as evaluator_executor
 
-from components.baseline_model.executor import contains_model
+from dtfx.components.baseline_model.executor import contains_model
 
 BASELINE_MODEL_KEY = "baseline_model"
 

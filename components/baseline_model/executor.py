@@ -10,7 +10,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
-from components.pusher.versions import SAVED_MODEL_FILE, version_number
+from dtfx.components.pusher.versions import SAVED_MODEL_FILE, version_number
 
 SERVING_DIR_KEY = "serving_dir"
 CANDIDATE_KEY = "candidate_model"

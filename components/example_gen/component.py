@@ -9,8 +9,8 @@ from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
 from tfx.proto import example_gen_pb2
 
-from components.example_gen import executor
-from components.example_gen.options import IngestOptions
+from dtfx.components.example_gen import executor
+from dtfx.components.example_gen.options import IngestOptions
 
 INPUT_SPLIT = "single_split"
 

@@ -34,9 +34,9 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components.errors import DataError
-from components.example_gen import assign, encode, sources, tfrecord
-from components.example_gen.options import IngestOptions
+from dtfx.components.errors import DataError
+from dtfx.components.example_gen import assign, encode, sources, tfrecord
+from dtfx.components.example_gen.options import IngestOptions
 
 FILE_PREFIX = "data_tfrecord"  # stock ExampleGen's name, so tools that glob for it find the shards
 FILE_FORMAT = "tfrecords_gzip"

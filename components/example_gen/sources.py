@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from components.errors import DataError
+from dtfx.components.errors import DataError
 
 # Cells that mean "no value": they become features absent from the example.
 NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]

@@ -11,7 +11,7 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components.pusher import executor, versions
+from dtfx.components.pusher import executor, versions
 
 
 class AtomicPusherSpec(ComponentSpec):

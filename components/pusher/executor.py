@@ -11,7 +11,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
-from components.pusher import versions
+from dtfx.components.pusher import versions
 
 MODEL_KEY = "model"
 BLESSING_KEY = "model_blessing"

@@ -25,7 +25,7 @@ import uuid
 
 from tfx.utils import io_utils
 
-from components.errors import StepError
+from dtfx.components.errors import StepError
 
 SAVED_MODEL_FILE = "saved_model.pb"
 TEMP_PREFIX = ".push-"

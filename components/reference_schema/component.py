@@ -11,7 +11,7 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components.reference_schema import executor
+from dtfx.components.reference_schema import executor
 
 
 class ReferenceSchemaSpec(ComponentSpec):

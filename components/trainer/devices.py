@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from components.errors import DeviceSetupError
+from dtfx.components.errors import DeviceSetupError
 
 CROSS_DEVICE_OPS = {
     "nccl": tf.distribute.NcclAllReduce,

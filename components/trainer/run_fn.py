@@ -18,10 +18,10 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
 
-from components.errors import TrainingError
-from components.trainer import dataset, devices, model, serving, tracing
-from components.trainer.throughput import Throughput
-from components.transform.preprocessing import LABEL_VOCABULARY, transformed_name
+from dtfx.components.errors import TrainingError
+from dtfx.components.trainer import dataset, devices, model, serving, tracing
+from dtfx.components.trainer.throughput import Throughput
+from dtfx.components.transform.preprocessing import LABEL_VOCABULARY, transformed_name
 
 TRAIN_STATS_FILE = "train_stats.json"
 # Curves and checkpoints need points: training is split into up to this many Keras epochs of equal length.

@@ -13,8 +13,8 @@ import sys
 import tempfile
 import time
 
-from pipeline.cli_args import add_config_verb
-from pipeline.errors import ConfigError, UserError
+from dtfx.pipeline.cli_args import add_config_verb
+from dtfx.pipeline.errors import ConfigError, UserError
 
 # The image name written into a rehearsal's spec when the config names none: a rehearsal runs
 # every step with this environment's Python, never from an image.
@@ -52,7 +52,7 @@ def add_commands(verbs) -> None:
 def compile_command(args) -> int:
     """`dtfx compile`: checks the config for a cluster, then writes the PipelineSpec YAML."""
     config = _cluster_config(args)
-    from pipeline.kubeflow.compiler import compile_pipeline
+    from dtfx.pipeline.kubeflow.compiler import compile_pipeline
 
     compiled = compile_pipeline(config, args.output, config.kubeflow.image, config.kubeflow.pipeline_root)
     _print_compiled(compiled)
@@ -64,8 +64,8 @@ def submit_command(args) -> int:
     if not args.host:
         raise UserError("give the Kubeflow Pipelines address with --host URL (or set KF_PIPELINES_ENDPOINT)")
     config = _cluster_config(args)
-    from pipeline.kubeflow.compiler import compile_pipeline
-    from pipeline.kubeflow.submit import submit_run
+    from dtfx.pipeline.kubeflow.compiler import compile_pipeline
+    from dtfx.pipeline.kubeflow.submit import submit_run
 
     experiment = args.experiment or config.pipeline.name
     run_name = args.run_name or f"{config.pipeline.name} {datetime.datetime.now():%Y-%m-%d %H:%M:%S}"
@@ -81,9 +81,9 @@ def submit_command(args) -> int:
 
 def rehearse_command(args) -> int:
     """`dtfx rehearse`: compiles, then runs the compiled file here, each step a subprocess of this Python."""
-    from pipeline import layout
-    from pipeline.kubeflow.checks import cluster_problems
-    from pipeline.loader import load_config
+    from dtfx.pipeline import layout
+    from dtfx.pipeline.kubeflow.checks import cluster_problems
+    from dtfx.pipeline.loader import load_config
 
     # Here the "cluster" is this machine: the data must exist here, and relative paths are taken from
     # the current directory, as `dtfx run` takes them.
@@ -96,8 +96,8 @@ def rehearse_command(args) -> int:
     print(f"dtfx: rehearsing pipeline {config.pipeline.name!r} in {workdir}", flush=True)
     started = time.monotonic()
 
-    from pipeline.kubeflow.compiler import compile_pipeline
-    from pipeline.kubeflow.rehearsal import RehearsalError, rehearse
+    from dtfx.pipeline.kubeflow.compiler import compile_pipeline
+    from dtfx.pipeline.kubeflow.rehearsal import RehearsalError, rehearse
 
     spec_path = os.path.join(workdir, "pipeline.yaml")
     compile_pipeline(config, spec_path, config.kubeflow.image or REHEARSAL_IMAGE, os.path.join(workdir, "pipeline_root"))
@@ -125,8 +125,8 @@ def rehearse_command(args) -> int:
 
 def _cluster_config(args):
     """The config for a cluster: loaded without its data (the paths are the pod's), then checked for Kubeflow."""
-    from pipeline.kubeflow.checks import cluster_problems, mount_warnings
-    from pipeline.loader import load_config
+    from dtfx.pipeline.kubeflow.checks import cluster_problems, mount_warnings
+    from dtfx.pipeline.loader import load_config
 
     config = load_config(args.config, args.overrides, check_data=False)
     problems = cluster_problems(config, args.config)

@@ -2,7 +2,7 @@
 
 TFX's KubeflowV2DagRunner compiles the pipeline that `build_pipeline(config)` builds, with
 PipelineSpec schema 2.1 (current KFP drivers reject 2.0's constant parameters) and every
-container started as `python -m components.kfp_entrypoint` (tensorflow/tfx#7768). The
+container started as `python -m dtfx.components.kfp_entrypoint` (tensorflow/tfx#7768). The
 compiled spec is then completed with what TFX leaves out of a bare PipelineSpec file: the
 run parameters' defaults, the default pipeline root, per-step resources and, as a second
 YAML document, the volumes.
@@ -21,11 +21,11 @@ import tempfile
 
 import yaml
 
-from pipeline.config import Config
-from pipeline.errors import UserError
-from pipeline.kubeflow import parameters, platform
+from dtfx.pipeline.config import Config
+from dtfx.pipeline.errors import UserError
+from dtfx.pipeline.kubeflow import parameters, platform
 
-ENTRYPOINT = ["python", "-m", "components.kfp_entrypoint"]
+ENTRYPOINT = ["python", "-m", "dtfx.components.kfp_entrypoint"]
 # The executor kinds open-source Kubeflow Pipelines runs; `resolver` and `customJob` are Vertex AI only.
 OPEN_SOURCE_EXECUTORS = ("container", "importer")
 # The step that reads data.path. See `_finish` for why it is never cached.
@@ -57,7 +57,7 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
         # TFX and TensorFlow load in seconds: only here, not when the CLI starts.
         from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
-        from pipeline.builder import build_pipeline
+        from dtfx.pipeline.builder import build_pipeline
 
         pipeline = build_pipeline(config)
         _check_resource_steps(config, [node.id for node in pipeline.components])

@@ -8,7 +8,7 @@ executor); TFX's compiler writes neither.
 
 from __future__ import annotations
 
-from pipeline.config import MEMORY_QUANTITY, KubeflowSection, StepResources
+from dtfx.pipeline.config import MEMORY_QUANTITY, KubeflowSection, StepResources
 
 # Bytes per unit of a Kubernetes quantity; ResourceSpec memory is in GB (10^9 bytes).
 _UNIT_BYTES = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}

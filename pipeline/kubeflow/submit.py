@@ -8,7 +8,7 @@ import io
 import json
 import warnings
 
-from pipeline.errors import UserError
+from dtfx.pipeline.errors import UserError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,6 +3,6 @@
 `build_report(run_dir)` writes it; `dtfx report RUN_DIR` (command.py) rebuilds it by hand.
 """
 
-from pipeline.report.page import REPORT_FILE, build_report
+from dtfx.pipeline.report.page import REPORT_FILE, build_report
 
 __all__ = ["REPORT_FILE", "build_report"]

@@ -1,17 +1,17 @@
-"""`python -m pipeline.report RUN_DIR`: the same as `dtfx report RUN_DIR`, usable before the CLI registers it."""
+"""`python -m dtfx.pipeline.report RUN_DIR`: the same as `dtfx report RUN_DIR`, usable before the CLI registers it."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from pipeline.errors import UserError
-from pipeline.report.command import add_command
+from dtfx.pipeline.errors import UserError
+from dtfx.pipeline.report.command import add_command
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parses `RUN_DIR`, rebuilds the report; a UserError exits 2 with its message, as `dtfx` does."""
-    parser = argparse.ArgumentParser(prog="python -m pipeline.report")
+    parser = argparse.ArgumentParser(prog="python -m dtfx.pipeline.report")
     add_command(parser.add_subparsers(dest="verb", required=True))
     args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])
     try:

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.errors import UserError
+from dtfx.pipeline.errors import UserError
 
 SUMMARY_FILE = "summary.json"
-TRAIN_STATS_FILE = "train_stats.json"  # written by components.trainer.run_fn into the model-run directory
+TRAIN_STATS_FILE = "train_stats.json"  # written by dtfx.components.trainer.run_fn into the model-run directory
 SAVED_MODEL_FILE = "saved_model.pb"
 SERVING_SUBDIR = "Format-Serving"  # where TFX's Trainer puts the SavedModel inside a Model artifact
 

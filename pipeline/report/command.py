@@ -15,7 +15,7 @@ def add_command(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from pipeline.report import build_report
+    from dtfx.pipeline.report import build_report
 
     print(build_report(args.run_dir))
     return 0

@@ -13,8 +13,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.report import artifacts, results, sections
-from pipeline.report.markup import badge, esc, facts, unavailable
+from dtfx.pipeline.report import artifacts, results, sections
+from dtfx.pipeline.report.markup import badge, esc, facts, unavailable
 
 REPORT_FILE = "report.html"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"

@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pipeline.report import artifacts, evaluation, svg
-from pipeline.report.markup import badge, esc, facts, not_run, section, table
-from pipeline.report.sections import why_missing
-from pipeline.report.svg import fmt
+from dtfx.pipeline.report import artifacts, evaluation, svg
+from dtfx.pipeline.report.markup import badge, esc, facts, not_run, section, table
+from dtfx.pipeline.report.sections import why_missing
+from dtfx.pipeline.report.svg import fmt
 
 # --- training --------------------------------------------------------------------------------
 

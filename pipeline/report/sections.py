@@ -12,10 +12,10 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import STAGES
-from pipeline.report import artifacts, svg
-from pipeline.report.markup import badge, esc, not_run, section, table, unavailable
-from pipeline.report.svg import fmt
+from dtfx.pipeline.config import STAGES
+from dtfx.pipeline.report import artifacts, svg
+from dtfx.pipeline.report.markup import badge, esc, not_run, section, table, unavailable
+from dtfx.pipeline.report.svg import fmt
 
 STATUS_BADGE = {"ran": "good", "cached": "info", "failed": "bad", "not_run": "neutral"}
 

@@ -1,3 +1,3 @@
 """Tests of the custom components, run on their executors with real artifacts."""
 
-import components  # noqa: F401  (chooses tf_keras before any test imports TensorFlow)
+import dtfx.components  # noqa: F401  (chooses tf_keras before any test imports TensorFlow)

@@ -16,9 +16,9 @@ from tfx import types
 from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 
-from components.baseline_model import evaluator_executor, executor
-from components.baseline_model.component import BaselineAwareEvaluator, BaselineModel
-from components.pusher import executor as pusher_executor
+from dtfx.components.baseline_model import evaluator_executor, executor
+from dtfx.components.baseline_model.component import BaselineAwareEvaluator, BaselineModel
+from dtfx.components.pusher import executor as pusher_executor
 
 
 def fake_version(serving_dir: Path, name: str, complete: bool = True) -> Path:

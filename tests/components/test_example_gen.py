@@ -22,10 +22,10 @@ import tensorflow as tf
 from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils, standard_artifacts
 
-from components.errors import DataError
-from components.example_gen import encode, executor, sources
-from components.example_gen.component import ShardedExampleGen, split_data_path
-from components.example_gen.options import IngestOptions
+from dtfx.components.errors import DataError
+from dtfx.components.example_gen import encode, executor, sources
+from dtfx.components.example_gen.component import ShardedExampleGen, split_data_path
+from dtfx.components.example_gen.options import IngestOptions
 
 HEADER = ["id", "x", "n", "colour", "label"]
 COLOURS = ["red", "green", "blue", "NA", ""]
@@ -389,7 +389,7 @@ def test_in_a_local_pipeline_with_statistics_then_cached_then_rerun_when_the_dat
 
     def example_gen_runs():
         store = metadata_store.MetadataStore(connection)
-        runs = store.get_executions_by_type("components.example_gen.component.ShardedExampleGen")
+        runs = store.get_executions_by_type("dtfx.components.example_gen.component.ShardedExampleGen")
         return [run.last_known_state for run in sorted(runs, key=lambda run: run.id)]
 
     def latest_examples():

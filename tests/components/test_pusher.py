@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 from tfx.types import standard_artifacts
 
-from components.pusher import executor, versions
-from components.pusher.component import AtomicPusher
+from dtfx.components.pusher import executor, versions
+from dtfx.components.pusher.component import AtomicPusher
 
 NOW = 1_700_000_000
 

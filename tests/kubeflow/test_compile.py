@@ -17,8 +17,8 @@ import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from pipeline.cli import main
-from pipeline.kubeflow.compiler import ENTRYPOINT, OPEN_SOURCE_EXECUTORS, open_source_problems
+from dtfx.pipeline.cli import main
+from dtfx.pipeline.kubeflow.compiler import ENTRYPOINT, OPEN_SOURCE_EXECUTORS, open_source_problems
 from tests.conftest import ROOT, default_config, set_key
 
 GOLDEN = ROOT / "tests" / "golden" / "kubeflow_penguins.yaml"
@@ -111,7 +111,7 @@ def test_every_step_runs_dtfx_entrypoint_from_the_image(spec):
         assert "--json_serialized_inputs_spec_args" in container["args"], label
     # The step code is named by module path and comes from the image; nothing is uploaded.
     parameters = spec["root"]["dag"]["tasks"]["transform"]["inputs"]["parameters"]
-    assert parameters["preprocessing_fn"]["runtimeValue"]["constant"] == "components.transform.preprocessing.preprocessing_fn"
+    assert parameters["preprocessing_fn"]["runtimeValue"]["constant"] == "dtfx.components.transform.preprocessing.preprocessing_fn"
     assert "module_file" not in parameters and "module_path" not in parameters
 
 

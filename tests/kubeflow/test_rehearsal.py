@@ -4,7 +4,7 @@ The pipelines are compiled here with TFX's KubeflowV2DagRunner over a small CSV 
 Their Transform and Trainer use `preprocessing_fn` and `run_fn` below, which the task
 subprocesses import as `tests.kubeflow.test_rehearsal` (the rehearsal puts the repository
 root on their PYTHONPATH, as an image would contain the project code). Containers start with
-dtfx's entrypoint, `components.kfp_entrypoint`, which works around tensorflow/tfx#7768.
+dtfx's entrypoint, `dtfx.components.kfp_entrypoint`, which works around tensorflow/tfx#7768.
 """
 
 import csv
@@ -17,8 +17,8 @@ from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import La
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 from tfx.types import Channel, standard_artifacts
 
-from pipeline.kubeflow.compiler import ENTRYPOINT
-from pipeline.kubeflow.rehearsal import RehearsalError, rehearse
+from dtfx.pipeline.kubeflow.compiler import ENTRYPOINT
+from dtfx.pipeline.kubeflow.rehearsal import RehearsalError, rehearse
 
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
@@ -140,7 +140,7 @@ def test_tfx_outputs_get_their_directory_kfp_outputs_their_parent(tmp_path):
     """As on an object store, a TFX step can write under its output URI at once; a KFP output may be a file."""
     from kfp.pipeline_spec import pipeline_spec_pb2
 
-    from pipeline.kubeflow.rehearsal import _create_output_dirs
+    from dtfx.pipeline.kubeflow.rehearsal import _create_output_dirs
 
     executor_input = pipeline_spec_pb2.ExecutorInput()
     tfx_output = executor_input.outputs.artifacts["schema"].artifacts.add(uri=str(tmp_path / "schema_gen" / "schema"))
@@ -161,7 +161,7 @@ def compile_failing_kfp_pipeline(path: Path) -> Path:
     @dsl.container_component
     def write(out: dsl.Output[dsl.Artifact]):
         # `python` is the image's interpreter; the rehearsal's is this environment's, with the repository importable.
-        script = "import sys, pipeline.kubeflow; open(sys.argv[1], 'w').write('written')"
+        script = "import sys, dtfx.pipeline.kubeflow; open(sys.argv[1], 'w').write('written')"
         return dsl.ContainerSpec(image="python:3.11", command=["python", "-c", script, out.path])
 
     @dsl.container_component

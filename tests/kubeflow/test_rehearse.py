@@ -14,9 +14,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.kubeflow import compiler, rehearsal
-from pipeline.kubeflow.rehearsal import RehearsalResult, TaskRun
+from dtfx.pipeline.cli import main
+from dtfx.pipeline.kubeflow import compiler, rehearsal
+from dtfx.pipeline.kubeflow.rehearsal import RehearsalResult, TaskRun
 from tests.conftest import run_dtfx
 
 SPECIES = {"Adelie", "Chinstrap", "Gentoo"}

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from pipeline.cli import main
+from dtfx.pipeline.cli import main
 from tests.kubeflow.test_compile import cluster_config, write
 
 API = "/apis/v2beta1"

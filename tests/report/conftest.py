@@ -25,7 +25,7 @@ SHRINK = [
 def build_report(run_dir: Path) -> Path:
     """Rebuilds report.html in a fresh process, as `dtfx report RUN_DIR` does, and returns its path."""
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline.report", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "dtfx.pipeline.report", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
     return Path(done.stdout.strip().splitlines()[-1])

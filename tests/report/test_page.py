@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from pipeline.errors import UserError
-from pipeline.report import build_report, evaluation, page
-from pipeline.report.__main__ import main as report_main
+from dtfx.pipeline.errors import UserError
+from dtfx.pipeline.report import build_report, evaluation, page
+from dtfx.pipeline.report.__main__ import main as report_main
 from tests.report import synthetic
 from tests.report.synthetic import CONFIG, stage_entry
 
@@ -201,7 +201,7 @@ def test_no_summary_is_a_user_error_and_exit_code_2(tmp_path, capsys):
 def test_report_command_registers_on_subparsers_and_prints_the_path(tmp_path, capsys):
     import argparse
 
-    from pipeline.report.command import add_command
+    from dtfx.pipeline.report.command import add_command
 
     parser = argparse.ArgumentParser(prog="dtfx")
     add_command(parser.add_subparsers(dest="verb", required=True))

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from pipeline.report import REPORT_FILE
-from pipeline.report.browser import Chromium, find_chromium
+from dtfx.pipeline.report import REPORT_FILE
+from dtfx.pipeline.report.browser import Chromium, find_chromium
 from tests.conftest import ROOT
 from tests.report.synthetic import external_references, svg_elements
 from tests.report.test_page import sections_by_state

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from xml.etree import ElementTree
 
-from pipeline.report import svg
-from pipeline.report.svg import GraphNode
+from dtfx.pipeline.report import svg
+from dtfx.pipeline.report.svg import GraphNode
 
 
 def parse(markup: str) -> ElementTree.Element:

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-import components  # noqa: F401  (tf_keras before TensorFlow)
+import dtfx.components  # noqa: F401  (tf_keras before TensorFlow)
 
 FEATURE_NAMES = ["x0_xf", "x1_xf", "x2_xf", "colour_xf"]
 BUCKETS = 5
@@ -44,9 +44,9 @@ def train(data_dir: str, strategy_name: str, devices: int, steps: int) -> dict:
     import tensorflow as tf
     import tf_keras as keras
 
-    from components.trainer import dataset, model
-    from components.trainer.devices import make_strategy
-    from components.trainer.run_fn import compile_model
+    from dtfx.components.trainer import dataset, model
+    from dtfx.components.trainer.devices import make_strategy
+    from dtfx.components.trainer.run_fn import compile_model
 
     strategy = make_strategy(strategy_name, devices)
     spec = {name: tf.io.FixedLenFeature([], tf.float32) for name in FEATURE_NAMES[:3]}

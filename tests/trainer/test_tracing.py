@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import components  # noqa: F401  (tf_keras before TensorFlow)
+import dtfx.components  # noqa: F401  (tf_keras before TensorFlow)
 
 
 def test_tf_keras_is_exempt_once_and_user_layers_are_still_converted():
@@ -12,7 +12,7 @@ def test_tf_keras_is_exempt_once_and_user_layers_are_still_converted():
     from tensorflow.python.autograph.core import config as autograph_config
     from tensorflow.python.autograph.impl import conversion
 
-    from components.trainer.tracing import exempt_tf_keras_from_autograph
+    from dtfx.components.trainer.tracing import exempt_tf_keras_from_autograph
 
     exempt_tf_keras_from_autograph()
     exempt_tf_keras_from_autograph()

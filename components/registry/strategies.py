@@ -1,0 +1,80 @@
+"""tf.distribute strategies the Trainer can use, and what each needs from the config and the runner.
+
+`keys` are the `trainer.distribution` settings a strategy reads: the config refuses any other
+one set to a non-default value, because it would be silently ignored. `local_replicas` means that
+`devices: N` on a machine without GPUs asks for N logical CPU devices, which TensorFlow must
+create before its runtime starts, so the runner prepares them before the first component runs.
+`processes` says who starts the processes the strategy trains in: `one` (the Trainer step's own
+process) or `workers` (one process per worker, each given TF_CONFIG by whatever launches them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dtfx.components.registry import Registry, load_function
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    factory: str  # dotted path of make(settings: dict) -> tf.distribute.Strategy
+    keys: tuple[str, ...]
+    local_replicas: bool
+    processes: Literal["one", "workers"]
+    description: str
+
+    def make(self, settings: dict[str, Any]):
+        """The tf.distribute strategy, from the `trainer.distribution` settings (strategy name included)."""
+        return load_function(self.factory)(settings)
+
+    def logical_cpus(self, settings: dict[str, Any]) -> int:
+        """How many logical CPU devices the runner must create before TensorFlow starts (0: none)."""
+        devices = settings.get("devices")
+        return devices if self.local_replicas and isinstance(devices, int) and devices > 1 else 0
+
+
+STRATEGIES: Registry[Strategy] = Registry("distribution strategy")
+STRATEGIES.register(
+    Strategy(
+        "mirrored",
+        "dtfx.components.trainer.devices.mirrored",
+        ("devices", "cross_device_ops"),
+        local_replicas=True,
+        processes="one",
+        description="Synchronous data parallelism over this machine's devices: each replica takes a share of the "
+        "global batch and gradients are all-reduced every step.",
+    )
+)
+STRATEGIES.register(
+    Strategy(
+        "multi_worker_mirrored",
+        "dtfx.components.trainer.devices.multi_worker_mirrored",
+        (),
+        local_replicas=False,
+        processes="workers",
+        description="`mirrored` across worker processes that TF_CONFIG describes; without TF_CONFIG, one worker "
+        "over this machine's devices.",
+    )
+)
+STRATEGIES.register(
+    Strategy(
+        "one_device",
+        "dtfx.components.trainer.devices.one_device",
+        (),
+        local_replicas=False,
+        processes="one",
+        description="One replica on the first GPU, else the CPU.",
+    )
+)
+STRATEGIES.register(
+    Strategy(
+        "default",
+        "dtfx.components.trainer.devices.default",
+        (),
+        local_replicas=False,
+        processes="one",
+        description="TensorFlow's default strategy: no distribution at all.",
+    )
+)
