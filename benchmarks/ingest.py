@@ -62,8 +62,11 @@ def dtfx_run(csv_path: str, out: str) -> float:
     """dtfx's executor, with the exec properties of ShardedExampleGen as the pipeline builder makes it."""
     from dtfx.components.example_gen import executor
     from dtfx.components.example_gen.component import ShardedExampleGen
+    from dtfx.components.example_gen.options import IngestOptions
+    from dtfx.pipeline.config import ShardingSection
 
-    component = ShardedExampleGen(data_path=csv_path, label="tips", splits=SPLITS, num_shards=4)
+    options = IngestOptions(label="tips", **{**ShardingSection().model_dump(), "num_shards": 4})
+    component = ShardedExampleGen(data_path=csv_path, splits=SPLITS, options=options)
     return _timed_do(executor.Executor, dict(component.exec_properties), out)
 
 

@@ -25,8 +25,8 @@ with 4 to 1000 buckets, a class id `label_xf`). TensorFlow is split into 2 logic
 2. Training, examples/s of `model.fit` (run_fn's `compile_model`, dtfx's `build_dnn`) for the
    default small model (hidden units [16, 8], global batch 64) and a 1.6M-parameter one
    ([1024, 1024, 512], global batches 256, 512 and 1024), at steps_per_execution 1 and 10, under
-   - default:  `make_strategy("default")`, one device;
-   - mirrored: `make_strategy("mirrored", 2)`, MirroredStrategy over /cpu:0 and /cpu:1 as dtfx
+   - default:  `make_strategy({"strategy": "default"})`, one device;
+   - mirrored: `make_strategy({"strategy": "mirrored", "devices": 2, ...})`, MirroredStrategy over /cpu:0 and /cpu:1 as dtfx
                builds it (gradients summed on /cpu:0: ReductionToOneDevice);
    - mirrored-ring: MirroredStrategy over the same devices with TensorFlow's own choice of
                all-reduce for CPU devices (CollectiveAllReduce, RING), for comparison.
@@ -325,8 +325,8 @@ def make_strategies() -> dict:
     from dtfx.components.trainer.devices import make_strategy
 
     return {
-        "default": make_strategy("default"),
-        "mirrored": make_strategy("mirrored", 2),
+        "default": make_strategy({"strategy": "default"}),
+        "mirrored": make_strategy({"strategy": "mirrored", "devices": 2, "cross_device_ops": None}),
         "mirrored-ring": tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]),
     }
 

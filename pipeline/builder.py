@@ -16,34 +16,20 @@ from tfx.proto import trainer_pb2
 from dtfx.components.anomaly_gate.component import AnomalyGate
 from dtfx.components.baseline_model.component import BaselineAwareEvaluator, BaselineModel
 from dtfx.components.example_gen.component import ShardedExampleGen
+from dtfx.components.example_gen.options import IngestOptions
+from dtfx.components.names import BASELINE_ID, GATE_ID, REFERENCE_ID, STAGES, stage_of, transformed_name
 from dtfx.components.pusher.component import AtomicPusher
 from dtfx.components.reference_schema.component import ReferenceSchema
+from dtfx.components.registry.metrics import METRICS
+from dtfx.components.registry.models import model_type_of
+from dtfx.components.trainer.options import InputOptions, TrainerOptions
+from dtfx.components.transform.options import TransformOptions
 from dtfx.pipeline import layout
-from dtfx.pipeline.config import STAGES, Config
+from dtfx.pipeline.config import Config
 
 PREPROCESSING_FN = "dtfx.components.transform.preprocessing.preprocessing_fn"
 RUN_FN = "dtfx.components.trainer.run_fn.run_fn"
-GATE_ID = "anomaly_gate"
-BASELINE_ID = "baseline"
-REFERENCE_ID = "reference_schema"
-# Nodes that are part of a stage without being named after it.
-STAGE_OF_NODE = {GATE_ID: "validation", BASELINE_ID: "evaluate", REFERENCE_ID: "schema"}
-# Metrics where a lower value is better; the others are better higher.
-LOWER_IS_BETTER = {"mean_squared_error", "mean_absolute_error", "root_mean_squared_error"}
-# TFMA metric class for each threshold name a config may use.
-TFMA_METRICS = {
-    "accuracy": "SparseCategoricalAccuracy",
-    "example_count": "ExampleCount",
-    "mean_squared_error": "MeanSquaredError",
-    "mean_absolute_error": "MeanAbsoluteError",
-    "root_mean_squared_error": "RootMeanSquaredError",
-}
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
-
-
-def stage_of(node_id: str) -> str:
-    """The `--until` stage a pipeline node belongs to."""
-    return STAGE_OF_NODE.get(node_id, node_id)
 
 
 def build_pipeline(config: Config, until: str | None = None, metadata_connection_config=None) -> tfx.dsl.Pipeline:
@@ -58,18 +44,9 @@ def build_pipeline(config: Config, until: str | None = None, metadata_connection
             nodes.append(node)
         return node
 
-    sharding = config.data.sharding
     example_gen = add(
         "ingest",
-        ShardedExampleGen(
-            data_path=config.data.path,
-            label=config.data.label,
-            splits=dict(config.data.splits),
-            num_shards=sharding.num_shards,
-            strategy=sharding.strategy,
-            key=sharding.key,
-            seed=sharding.seed,
-        ),
+        ShardedExampleGen(data_path=config.data.path, splits=dict(config.data.splits), options=ingest_options(config)),
     )
     statistics = add("statistics", tfx.components.StatisticsGen(examples=example_gen.outputs["examples"]))
     if config.schema_.path:
@@ -93,7 +70,7 @@ def build_pipeline(config: Config, until: str | None = None, metadata_connection
             examples=example_gen.outputs["examples"],
             schema=schema,
             preprocessing_fn=PREPROCESSING_FN,
-            custom_config=_transform_config(config),
+            custom_config=transform_options(config).to_dict(),
             disable_statistics=True,
         ),
     )
@@ -106,7 +83,7 @@ def build_pipeline(config: Config, until: str | None = None, metadata_connection
             schema=schema,
             train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
             eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
-            custom_config=_trainer_config(config),
+            custom_config=trainer_options(config).to_dict(),
         ),
     )
     # The last pushed model, for change thresholds: a container step, not a Resolver (see BaselineModel).
@@ -139,42 +116,51 @@ def build_pipeline(config: Config, until: str | None = None, metadata_connection
     )
 
 
-def _transform_config(config: Config) -> dict:
-    return {
-        "label": config.data.label,
-        "task": config.data.task,
-        "numeric": config.features.numeric,
-        "categorical": config.features.categorical,
-        "oov_buckets": config.features.vocabulary_oov_buckets,
-    }
+def ingest_options(config: Config) -> IngestOptions:
+    """The ingest step's options: the label and `data.sharding`."""
+    return IngestOptions(label=config.data.label, **config.data.sharding.model_dump())
 
 
-def _trainer_config(config: Config) -> dict:
+def transform_options(config: Config) -> TransformOptions:
+    """The Transform step's options: the label, the task and the feature lists."""
+    return TransformOptions(
+        label=config.data.label,
+        task=config.data.task,
+        numeric=config.features.numeric,
+        categorical=config.features.categorical,
+        oov_buckets=config.features.vocabulary_oov_buckets,
+    )
+
+
+def trainer_options(config: Config) -> TrainerOptions:
+    """The Trainer step's options: the `trainer` section, with the label and the task."""
     trainer = config.trainer
-    return {
-        "label": config.data.label,
-        "task": config.data.task,
-        "model": trainer.model.model_dump(),
-        "batch_size": trainer.batch_size,
-        "learning_rate": trainer.learning_rate,
-        "seed": trainer.seed,
-        "steps_per_execution": trainer.steps_per_execution,
-        "distribution": trainer.distribution.model_dump(),
-        "input": trainer.input.model_dump(),
-        "check_numerics": trainer.debug.check_numerics,
-    }
+    return TrainerOptions(
+        label=config.data.label,
+        task=config.data.task,
+        model_type=model_type_of(trainer.model).name,
+        model=trainer.model.model_dump(),
+        batch_size=trainer.batch_size,
+        learning_rate=trainer.learning_rate,
+        seed=trainer.seed,
+        steps_per_execution=trainer.steps_per_execution,
+        distribution=trainer.distribution.settings(),
+        input=InputOptions(shuffle_buffer=trainer.input.shuffle_buffer, cache=trainer.input.cache),
+        check_numerics=trainer.debug.check_numerics,
+    )
 
 
 def eval_config(config: Config) -> tfma.EvalConfig:
     """TFMA settings: metrics on the eval split, blessing only within every configured threshold."""
-    label_key = config.data.label + "_xf"
+    label_key = transformed_name(config.data.label)
     prediction_key = "scores" if config.data.task == "classification" else "predictions"
     names = list(dict.fromkeys([*config.metric_names()[:1], "example_count", *config.evaluator.thresholds]))
     metrics = []
     for name in names:
         bounds = config.evaluator.thresholds.get(name)
         threshold = _threshold(name, bounds) if bounds else None
-        metrics.append(tfma.MetricConfig(class_name=TFMA_METRICS[name], config=json.dumps({"name": name}), threshold=threshold))
+        tfma_class = METRICS.get(name).tfma_class
+        metrics.append(tfma.MetricConfig(class_name=tfma_class, config=json.dumps({"name": name}), threshold=threshold))
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
@@ -198,7 +184,7 @@ def _threshold(name: str, bounds) -> tfma.MetricThreshold:
     if bounds.max_regression is not None:
         # TFMA compares candidate - baseline strictly; the epsilon lets an equal model pass at 0.
         allowed = bounds.max_regression + 1e-10
-        lower_better = name in LOWER_IS_BETTER
+        lower_better = not METRICS.get(name).higher_is_better
         change = tfma.GenericChangeThreshold(
             direction=tfma.MetricDirection.LOWER_IS_BETTER if lower_better else tfma.MetricDirection.HIGHER_IS_BETTER,
             absolute={"value": allowed if lower_better else -allowed},

@@ -10,8 +10,8 @@ import json
 import os
 import sys
 
+from dtfx.components.names import STAGES
 from dtfx.pipeline.cli_args import add_config_verb
-from dtfx.pipeline.config import STAGES
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.kubeflow.commands import add_commands
 from dtfx.pipeline.report.command import add_command as add_report_command
@@ -75,10 +75,10 @@ def _run(args) -> int:
 
     summary = run_local(config, until=args.until, verbose=args.verbose, progress=console.live_stages)
     console.print_summary(summary, resume_command=_resume_command(args))
-    print(f"report: {build_report(summary['run_dir'])}")
-    if summary["status"] == "succeeded":
+    print(f"report: {build_report(summary.run_dir)}")
+    if summary.error is None:
         return 0
-    return EXIT_USER_ERROR if summary["error"]["kind"] == "user" else 1
+    return EXIT_USER_ERROR if summary.error.kind == "user" else 1
 
 
 def _resume_command(args) -> str:

@@ -6,19 +6,17 @@ are generated from these models, so editors can complete and check a config.
 
 from __future__ import annotations
 
-import math
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
-STAGES = ("ingest", "statistics", "schema", "validation", "transform", "train", "evaluate", "push")
+from dtfx.components.registry.metrics import TASKS, metrics_for
+from dtfx.components.registry.models import MODEL_TYPES
+from dtfx.components.registry.strategies import STRATEGIES
 
-# Metric names a threshold may use, per task; the builder maps them to TFMA metrics.
-CLASSIFICATION_METRICS = ("accuracy", "example_count")
-REGRESSION_METRICS = ("mean_squared_error", "mean_absolute_error", "root_mean_squared_error", "example_count")
-# The values each metric can take: a bound outside them could never be met.
-METRIC_RANGES = {"accuracy": (0, 1), **{name: (0, math.inf) for name in REGRESSION_METRICS}}
+# trainer.model: one section per registered model type, tried in registration order.
+ModelSection = Annotated[Union[tuple(entry.options for entry in MODEL_TYPES)], Field(union_mode="left_to_right")]  # noqa: UP007
 
 
 class Section(BaseModel):
@@ -58,7 +56,7 @@ class DataSection(Section):
         "`package://PKG/path/in/package` names a file shipped inside an installed Python package."
     )
     label: str = Field(description="Name of the column to predict.")
-    task: Literal["classification", "regression"] = Field(
+    task: Literal[TASKS] = Field(
         "classification", description="classification (label is a class, string or integer) or regression (numeric label)."
     )
     splits: dict[str, PositiveInt] = Field(
@@ -103,22 +101,11 @@ class ValidationSection(Section):
     )
 
 
-class DnnModel(Section):
-    type: Literal["dnn"] = Field("dnn", description="A fully connected network over all features.")
-    hidden_units: list[PositiveInt] = Field(default_factory=lambda: [16, 8], description="Width of each hidden layer.")
-    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout rate after each hidden layer.")
-
-
-class UserModel(Section):
-    module: str = Field(
-        pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$",
-        description="Dotted path to `build_fn(feature_specs, task, num_classes) -> keras.Model` in your own code.",
-    )
-
-
 class DistributionSection(Section):
-    strategy: Literal["mirrored", "multi_worker_mirrored", "one_device", "default"] = Field(
-        "mirrored", description="tf.distribute strategy of the Trainer."
+    strategy: Literal[STRATEGIES.names()] = Field(
+        "mirrored",
+        description="tf.distribute strategy of the Trainer: "
+        + "; ".join(f"{entry.name}: {entry.description}" for entry in STRATEGIES),
     )
     devices: PositiveInt | Literal["auto"] = Field(
         "auto",
@@ -130,6 +117,24 @@ class DistributionSection(Section):
         description="All-reduce implementation of `mirrored` where GPUs exist; null lets TensorFlow choose. "
         "On logical CPU devices gradients are always summed on /cpu:0 (reduction_to_one_device).",
     )
+
+    @model_validator(mode="after")
+    def _keys_of_strategy(self) -> DistributionSection:
+        # A setting the chosen strategy does not read would be silently ignored.
+        read = STRATEGIES.get(self.strategy).keys
+        ignored = [
+            name
+            for name, info in type(self).model_fields.items()
+            if name != "strategy" and name not in read and getattr(self, name) != info.get_default(call_default_factory=True)
+        ]
+        if ignored:
+            reads = f"reads only {', '.join(read)}" if read else "reads none of them"
+            raise ValueError(f"strategy {self.strategy} ignores {', '.join(ignored)} ({self.strategy} {reads})")
+        return self
+
+    def settings(self) -> dict[str, Any]:
+        """The settings as the Trainer step receives them."""
+        return self.model_dump()
 
 
 class InputSection(Section):
@@ -144,8 +149,9 @@ class DebugSection(Section):
 
 
 class TrainerSection(Section):
-    model: Annotated[DnnModel | UserModel, Field(union_mode="left_to_right")] = Field(
-        default_factory=DnnModel, description="The built-in DNN (`type: dnn`) or your own `module`."
+    model: ModelSection = Field(
+        default_factory=MODEL_TYPES.get("dnn").options,
+        description="The model: " + "; ".join(f"{entry.name}: {entry.description}" for entry in MODEL_TYPES),
     )
     train_steps: PositiveInt = Field(300, description="Optimizer steps.")
     eval_steps: PositiveInt = Field(20, description="Batches of the eval split evaluated after training.")
@@ -162,7 +168,8 @@ class TrainerSection(Section):
     @model_validator(mode="after")
     def _batch_divides(self) -> TrainerSection:
         devices = self.distribution.devices
-        if isinstance(devices, int) and self.batch_size % devices:
+        reads_devices = "devices" in STRATEGIES.get(self.distribution.strategy).keys
+        if reads_devices and isinstance(devices, int) and self.batch_size % devices:
             raise ValueError(f"batch_size {self.batch_size} is not a multiple of distribution.devices {devices}")
         return self
 
@@ -190,7 +197,7 @@ class EvaluatorSection(Section):
     thresholds: dict[str, Threshold] = Field(
         default_factory=dict,
         description="Metric name to bounds; the model is pushed only if every metric is within its bounds. "
-        f"Classification: {', '.join(CLASSIFICATION_METRICS)}. Regression: {', '.join(REGRESSION_METRICS)}.",
+        + " ".join(f"{task.capitalize()}: {', '.join(metrics_for(task))}." for task in TASKS),
     )
 
 
@@ -320,5 +327,5 @@ class Config(Section):
     )
 
     def metric_names(self) -> tuple[str, ...]:
-        """Metric names valid for this config's task."""
-        return CLASSIFICATION_METRICS if self.data.task == "classification" else REGRESSION_METRICS
+        """Metric names valid for this config's task, the one always computed first."""
+        return metrics_for(self.data.task)

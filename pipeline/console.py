@@ -11,6 +11,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from dtfx.pipeline.layout import SUMMARY_FILE
+from dtfx.pipeline.run_summary import Evaluation, RunSummary
+
 STATUS_STYLE = {"ran": "green", "cached": "cyan", "failed": "bold red", "not_run": "dim"}
 
 
@@ -50,45 +53,43 @@ def live_stages(terminal: TextIO) -> Iterator[Callable[[str, str], None]]:
         yield update
 
 
-def print_summary(summary: dict[str, Any], resume_command: str) -> None:
+def print_summary(summary: RunSummary, resume_command: str) -> None:
     """Prints the stages, metrics against thresholds, the blessing and the push, then where the summary and log are."""
     console = Console(highlight=False)
-    stages = Table(title=f"pipeline {summary['pipeline']}", title_justify="left")
+    stages = Table(title=f"pipeline {summary.pipeline}", title_justify="left")
     for column in ("stage", "node", "status", "seconds"):
         stages.add_column(column, justify="right" if column == "seconds" else "left")
-    for stage in summary["stages"]:
-        node = "" if stage["node"] == stage["stage"] else stage["node"]
-        style = STATUS_STYLE.get(stage["status"], "")
-        stages.add_row(stage["stage"], node, f"[{style}]{stage['status']}[/]", f"{stage['seconds']:.1f}")
+    for stage in summary.stages:
+        node = "" if stage.node == stage.stage else stage.node
+        style = STATUS_STYLE.get(stage.status, "")
+        stages.add_row(stage.stage, node, f"[{style}]{stage.status}[/]", f"{stage.seconds:.1f}")
     console.print(stages)
-    trainer = summary.get("trainer")
+    trainer = summary.trainer
     if trainer:
         print(
-            f"trainer: {trainer['replicas']} replica(s) ({trainer['strategy']}), "
-            f"{trainer['examples_per_second']:.0f} examples/s, {trainer['train_steps']} steps"
+            f"trainer: {trainer.replicas} replica(s) ({trainer.strategy}), "
+            f"{trainer.examples_per_second:.0f} examples/s, {trainer.train_steps} steps"
         )
-    evaluator = summary.get("evaluator")
+    evaluator = summary.evaluator
     if evaluator:
-        console.print(_metrics_table(evaluator, summary.get("config", {}).get("evaluator", {}).get("thresholds", {})))
-        print(f"evaluator: {'blessed' if evaluator['blessed'] else 'NOT blessed'}")
-        for failure in evaluator["failed_thresholds"]:
+        console.print(_metrics_table(evaluator, summary.config.get("evaluator", {}).get("thresholds", {})))
+        print(f"evaluator: {'blessed' if evaluator.blessed else 'NOT blessed'}")
+        for failure in evaluator.failed_thresholds:
             print(f"  threshold failed: {failure}")
-    push = summary["push"]
-    print(f"pushed: {push['directory']}" if push.get("pushed") else f"not pushed: {push.get('reason', '')}")
-    error = summary.get("error")
-    if error:
-        failed = [s["stage"] for s in summary["stages"] if s["status"] == "failed"]
-        print(f"\nerror in stage {failed[0] if failed else '?'}: {error['message']}")
-        print(f"log: {summary['log']}")
+    push = summary.push
+    print(f"pushed: {push.directory}" if push.pushed else f"not pushed: {push.reason or ''}")
+    if summary.error:
+        print(f"\nerror in stage {summary.failed_stage() or '?'}: {summary.error.message}")
+        print(f"log: {summary.log}")
         print(f"after fixing it, resume with: {resume_command}")
-    print(f"summary: {summary['run_dir']}/summary.json ({summary['status']}, {summary['seconds']:.0f} s)")
+    print(f"summary: {summary.run_dir}/{SUMMARY_FILE} ({summary.status}, {summary.seconds:.0f} s)")
 
 
-def _metrics_table(evaluator: dict[str, Any], thresholds: dict[str, Any]) -> Table:
+def _metrics_table(evaluator: Evaluation, thresholds: dict[str, Any]) -> Table:
     table = Table(title="evaluation (eval split)", title_justify="left")
     for column in ("metric", "value", "threshold"):
         table.add_column(column)
-    for name, value in sorted(evaluator["metrics"].items()):
+    for name, value in sorted(evaluator.metrics.items()):
         bounds = thresholds.get(name) or {}
         parts = [
             f"{label} {bounds[key]}"

@@ -6,16 +6,15 @@ Used by the loader to check a config before anything runs; no TensorFlow here, s
 
 from __future__ import annotations
 
-import csv
 import glob
 import importlib.resources
 import os
 
-# The ExampleGen decides a file's format by its name; validation must agree with it.
-from dtfx.components.example_gen.sources import PARQUET_SUFFIXES, TFRECORD_SUFFIXES, file_format  # noqa: F401
+# Ingest decides a file's format by its name and reads its columns through the same registry.
+from dtfx.components.registry.formats import FORMATS, format_of
 
 PACKAGE_SCHEME = "package://"
-CSV_SUFFIXES = (".csv", ".csv.gz", ".txt")
+DATA_SUFFIXES = tuple(suffix for entry in FORMATS for suffix in entry.suffixes)
 
 
 def resolve_path(path: str, base_dir: str | None = None) -> str:
@@ -49,30 +48,7 @@ def list_files(path: str) -> list[str]:
 def read_columns(path: str) -> list[str] | None:
     """Column names of one data file, or None where they cannot be known without reading records.
 
-    Raises ValueError naming the file when it is empty or unreadable.
+    The same reader as ingest's: a CSV header loses its byte-order mark and quotes. Raises
+    ValueError (DataError) naming the file when it is empty or unreadable.
     """
-    kind = file_format(path)
-    if kind == "parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            return list(pq.read_schema(path).names)
-        except Exception as error:  # pyarrow raises several types for a bad file
-            raise ValueError(f"{path}: not a readable Parquet file ({error})") from None
-    if kind == "tfrecord":
-        return None
-    opener = _open_gzip if path.endswith(".gz") else open
-    try:
-        with opener(path) as handle:
-            header = next(csv.reader(handle), None)
-    except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not a readable CSV file ({error})") from None
-    if not header or not any(name.strip() for name in header):
-        raise ValueError(f"{path}: the file is empty (line 1 should be a header of column names)")
-    return [name.strip() for name in header]
-
-
-def _open_gzip(path: str):
-    import gzip
-
-    return gzip.open(path, "rt", newline="")
+    return FORMATS.get(format_of(path)).read_columns(path)

@@ -6,6 +6,11 @@ import os
 
 from dtfx.pipeline.config import Config
 
+# The files of a run directory (`<output_root>/<name>/runs/<time>/`).
+SUMMARY_FILE = "summary.json"
+LOG_FILE = "dtfx.log"
+REPORT_FILE = "report.html"
+
 
 def pipeline_dir(config: Config) -> str:
     """`<output_root>/<name>`: everything the pipeline writes locally."""

@@ -13,9 +13,14 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from dtfx.components.registry.metrics import METRICS, metrics_for
+from dtfx.components.registry.models import MODEL_TYPES
 from dtfx.pipeline import data_source
-from dtfx.pipeline.config import CLASSIFICATION_METRICS, METRIC_RANGES, REGRESSION_METRICS, Config
+from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import ConfigError, Problem
+
+# Pydantic adds the member's class name to the location of a union's error; users never wrote it.
+UNION_MEMBER_NAMES = {entry.options.__name__ for entry in MODEL_TYPES} | {"int", "literal['auto']"}
 
 
 def load_config(path: str, overrides: Iterable[str] = (), check_data: bool = True) -> Config:
@@ -129,8 +134,7 @@ def _apply_override(raw: dict[str, Any], override: str) -> Problem | None:
 def _pydantic_problems(error: ValidationError, lines: dict[str, int]) -> list[Problem]:
     problems = []
     for item in error.errors():
-        # Unions add the member's class name to the location; users never wrote it.
-        loc = [str(part) for part in item["loc"] if part not in ("DnnModel", "UserModel", "int", "literal['auto']")]
+        loc = [str(part) for part in item["loc"] if part not in UNION_MEMBER_NAMES]
         path = ".".join(loc) or "<file>"
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
@@ -152,7 +156,7 @@ def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _unreachable_bounds(path: str, metric: str, bounds: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     """A bound outside the values the metric can take would never bless a model, like having no threshold."""
-    low, high = METRIC_RANGES[metric]
+    low, high = METRICS.get(metric).low, METRICS.get(metric).high
     lower, upper = bounds.get("lower_bound"), bounds.get("upper_bound")
     unreachable = []
     if _is_number(lower) and lower > high:
@@ -179,7 +183,7 @@ def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Probl
     data, evaluator, pusher = _section(raw, "data"), _section(raw, "evaluator"), _section(raw, "pusher")
     task = data.get("task", "classification")
     thresholds = evaluator.get("thresholds") or {}
-    known = REGRESSION_METRICS if task == "regression" else CLASSIFICATION_METRICS
+    known = metrics_for(task)
     if isinstance(thresholds, dict):
         for name, bounds in thresholds.items():
             path = f"evaluator.thresholds.{name}"

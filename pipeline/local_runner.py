@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import fcntl
-import json
 import logging
 import os
 import sys
@@ -17,14 +17,12 @@ from typing import Any, TextIO
 from dtfx.pipeline import layout
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
-
-SUMMARY_FILE = "summary.json"
-LOG_FILE = "dtfx.log"
+from dtfx.pipeline.run_summary import Evaluation, PushResult, RunError, RunSummary
 
 
 def run_local(
     config: Config, until: str | None = None, verbose: bool = False, progress: Callable[..., Any] | None = None
-) -> dict[str, Any]:
+) -> RunSummary:
     """Runs the pipeline (up to stage `until`) and returns the run summary, also written to summary.json.
 
     Library output goes to `dtfx.log` in the run directory unless `verbose`. A failed stage is
@@ -37,14 +35,7 @@ def run_local(
     stack.enter_context(_exclusive(config))
     run_dir = os.path.join(layout.runs_dir(config), datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
     os.makedirs(run_dir)
-    log_path = os.path.join(run_dir, LOG_FILE)
-    summary: dict[str, Any] = {
-        "pipeline": config.pipeline.name,
-        "run_dir": run_dir,
-        "log": log_path,
-        "until": until,
-        "config": config.model_dump(by_alias=True, mode="json"),
-    }
+    log_path = os.path.join(run_dir, layout.LOG_FILE)
     started = time.time()
     error = None
     # TensorFlow and friends print at import time too, so they are imported inside the redirection.
@@ -56,44 +47,55 @@ def run_local(
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
         from dtfx.components.errors import StepError
+        from dtfx.components.registry.strategies import STRATEGIES
         from dtfx.components.trainer.devices import ensure_logical_cpus
         from dtfx.pipeline.builder import build_pipeline
-        from dtfx.pipeline.run_summary import summarise
+        from dtfx.pipeline.metadata_reader import read_run
 
         connection = metadata.sqlite_metadata_connection_config(layout.metadata_path(config))
         pipeline = build_pipeline(config, until, metadata_connection_config=connection)
         distribution = config.trainer.distribution
         try:
-            if distribution.strategy == "mirrored" and isinstance(distribution.devices, int):
-                ensure_logical_cpus(distribution.devices)
+            # LocalDagRunner runs every step in this process: the Trainer's devices must exist before the first step.
+            ensure_logical_cpus(STRATEGIES.get(distribution.strategy).logical_cpus(distribution.settings()))
             LocalDagRunner().run(pipeline)
         except StepError as failure:
-            error = {"kind": "user", "message": str(failure)}
+            error = RunError("user", str(failure))
         except Exception as failure:  # any library failure: the summary says which stage, the log has the trace
             logging.error("stage failed:\n%s", traceback.format_exc())
-            error = {"kind": "internal", "message": f"{type(failure).__name__}: {failure}"}
-        summary.update(summarise(connection, config.pipeline.name, [node.id for node in pipeline.components]))
-    summary["seconds"] = round(time.time() - started, 1)
-    summary["status"] = "failed" if error else "succeeded"
-    if error:
-        summary["error"] = error
-    summary.setdefault("push", {"pushed": False})
-    if not summary["push"].get("pushed"):
-        summary["push"]["reason"] = _why_not_pushed(config, until, summary)
-    _write_json(os.path.join(run_dir, SUMMARY_FILE), summary)
+            error = RunError("internal", f"{type(failure).__name__}: {failure}")
+        record = read_run(connection, config.pipeline.name, [node.id for node in pipeline.components])
+    push = record.push or PushResult(pushed=False)
+    if not push.pushed:
+        push = dataclasses.replace(push, reason=_why_not_pushed(config, until, error, record.evaluator))
+    summary = RunSummary(
+        pipeline=config.pipeline.name,
+        run_dir=run_dir,
+        log=log_path,
+        until=until,
+        config=config.model_dump(by_alias=True, mode="json"),
+        status="failed" if error else "succeeded",
+        seconds=round(time.time() - started, 1),
+        run_id=record.run_id,
+        stages=record.stages,
+        push=push,
+        trainer=record.trainer,
+        evaluator=record.evaluator,
+        error=error,
+    )
+    summary.write()
     return summary
 
 
-def _why_not_pushed(config: Config, until: str | None, summary: dict[str, Any]) -> str:
+def _why_not_pushed(config: Config, until: str | None, error: RunError | None, evaluator: Evaluation | None) -> str:
     if not config.pusher.enabled:
         return "pusher.enabled is false"
     if until and until != "push":
         return f"--until {until} stopped the run before the push stage"
-    if summary.get("error"):
+    if error:
         return "a stage failed before the push"
-    evaluator = summary.get("evaluator", {})
-    if not evaluator.get("blessed", False):
-        failed = "; ".join(evaluator.get("failed_thresholds", [])) or "thresholds not met"
+    if evaluator is None or not evaluator.blessed:
+        failed = "; ".join(evaluator.failed_thresholds if evaluator else []) or "thresholds not met"
         return f"the model was not blessed ({failed})"
     return "the pusher did not push"
 
@@ -170,10 +172,3 @@ def _stage_events(on_event: Callable[[str, str], None]) -> Iterator[None]:
     finally:
         launcher.Launcher.launch = original
 
-
-def _write_json(path: str, content: dict[str, Any]) -> None:
-    """Writes through a temporary file and a rename, so a reader never sees half a summary."""
-    temporary = path + ".tmp"
-    with open(temporary, "w") as handle:
-        json.dump(content, handle, indent=2)
-    os.replace(temporary, path)

@@ -1,105 +1,132 @@
-"""What a run did, read back from ML Metadata and the artifacts: the content of summary.json."""
+"""RunSummary: what one `dtfx run` did, written as `summary.json` in its run directory.
+
+The local runner writes it; the CLI's table, the report and the tests read it through this
+type, never by string keys. `schema_version` changes whenever a field changes meaning or goes
+away; a file of another version is refused with both versions named, rather than misread.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from typing import Any
+from typing import Any, Literal, Self
 
-from ml_metadata.metadata_store import metadata_store
-from ml_metadata.proto import metadata_store_pb2
+from dtfx.components.trainer.stats import TrainStats
+from dtfx.pipeline.errors import UserError
+from dtfx.pipeline.layout import SUMMARY_FILE
 
-from dtfx.pipeline.builder import stage_of
-
-_STATE = metadata_store_pb2.Execution.State
-STATUS = {_STATE.COMPLETE: "ran", _STATE.CACHED: "cached", _STATE.FAILED: "failed", _STATE.RUNNING: "failed"}
-TRAIN_STATS_FILE = "train_stats.json"  # written by dtfx.components.trainer.run_fn into the model-run directory
+SCHEMA_VERSION = 1
+Status = Literal["ran", "cached", "failed", "not_run"]
 
 
-def summarise(connection_config, pipeline_name: str, node_ids: list[str]) -> dict[str, Any]:
-    """Stages, trainer figures, evaluation and push of the newest run of `pipeline_name` in the store."""
-    store = metadata_store.MetadataStore(connection_config)
-    runs = store.get_contexts_by_type("pipeline_run")
-    if not runs:
-        return {"run_id": None, "stages": [_not_run(node) for node in node_ids]}
-    run = max(runs, key=lambda context: (context.create_time_since_epoch, context.id))
-    in_run = {execution.id: execution for execution in store.get_executions_by_context(run.id)}
-    summary: dict[str, Any] = {"run_id": run.name, "stages": []}
-    for node in node_ids:
-        context = store.get_context_by_type_and_name("node", f"{pipeline_name}.{node}")
-        executions = [in_run[e.id] for e in store.get_executions_by_context(context.id) if e.id in in_run] if context else []
-        if not executions:
-            summary["stages"].append(_not_run(node))
-            continue
-        execution = max(executions, key=lambda e: e.id)
-        status = STATUS.get(execution.last_known_state, "failed")
-        seconds = (execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000
-        summary["stages"].append(
-            {"stage": stage_of(node), "node": node, "status": status, "cached": status == "cached", "seconds": round(seconds, 1)}
-        )
-        if status in ("ran", "cached"):
-            outputs = _outputs(store, execution.id)
-            summary["stages"][-1]["outputs"] = {key: artifact.uri for key, artifact in sorted(outputs.items())}
-            if node == "train":
-                summary["trainer"] = _trainer(outputs)
-            elif node == "evaluate":
-                summary["evaluator"] = _evaluator(outputs)
-            elif node == "push":
-                summary["push"] = _push(outputs)
-    return summary
+@dataclasses.dataclass(frozen=True)
+class StageResult:
+    """One pipeline node of the run."""
+
+    stage: str  # the --until stage the node belongs to
+    node: str
+    status: Status
+    cached: bool
+    seconds: float
+    outputs: dict[str, str] = dataclasses.field(default_factory=dict)  # output key -> artifact URI (ran or cached)
 
 
-def _not_run(node: str) -> dict[str, Any]:
-    return {"stage": stage_of(node), "node": node, "status": "not_run", "cached": False, "seconds": 0.0}
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """The evaluator's verdict: overall metrics of the eval split, blessing, thresholds that failed."""
+
+    metrics: dict[str, float]
+    blessed: bool
+    failed_thresholds: list[str]
 
 
-def _outputs(store, execution_id: int) -> dict[str, metadata_store_pb2.Artifact]:
-    events = [e for e in store.get_events_by_execution_ids([execution_id]) if e.type == metadata_store_pb2.Event.OUTPUT]
-    artifacts = {a.id: a for a in store.get_artifacts_by_id([e.artifact_id for e in events])}
-    return {event.path.steps[0].key: artifacts[event.artifact_id] for event in events if event.path.steps}
+@dataclasses.dataclass(frozen=True)
+class PushResult:
+    pushed: bool
+    directory: str | None = None  # the version directory a model was pushed to
+    reason: str | None = None  # why nothing was pushed
 
 
-def _trainer(outputs) -> dict[str, Any]:
-    run = outputs.get("model_run")
-    path = os.path.join(run.uri, TRAIN_STATS_FILE) if run else ""
-    if not os.path.exists(path):
-        return {}
-    with open(path) as handle:
-        stats = json.load(handle)
-    stats.pop("history", None)
-    return stats
+@dataclasses.dataclass(frozen=True)
+class RunError:
+    kind: Literal["user", "internal"]  # user: the message says what to fix; internal: the log has the trace
+    message: str
 
 
-def _evaluator(outputs) -> dict[str, Any]:
-    import tensorflow_model_analysis as tfma  # heavy; only once there is an evaluation
+@dataclasses.dataclass(frozen=True)
+class RunSummary:
+    pipeline: str
+    run_dir: str
+    log: str
+    until: str | None
+    config: dict[str, Any]  # the validated config, as JSON
+    status: Literal["succeeded", "failed"]
+    seconds: float
+    run_id: str | None  # the ML Metadata pipeline run
+    stages: list[StageResult]
+    push: PushResult
+    trainer: TrainStats | None = None  # figures only; the per-epoch history stays in train_stats.json
+    evaluator: Evaluation | None = None
+    error: RunError | None = None
+    schema_version: int = SCHEMA_VERSION
 
-    evaluation, blessing = outputs.get("evaluation"), outputs.get("blessing")
-    metrics = {}
-    for per_slice in tfma.load_metrics(evaluation.uri) if evaluation else []:
-        if per_slice.slice_key.single_slice_keys:
-            continue
-        for item in per_slice.metric_keys_and_values:
-            # With a baseline, TFMA also writes the baseline's value and the difference under the same name.
-            if item.key.model_name in ("", "candidate") and not item.key.is_diff and item.value.HasField("double_value"):
-                metrics[item.key.name] = round(item.value.double_value.value, 6)
-    failures = []
-    if evaluation:
-        result = tfma.load_validation_result(evaluation.uri)
-        for per_slice in result.metric_validations_per_slice:
-            for failure in per_slice.failures:
-                kind = "change against the last pushed model" if failure.metric_key.is_diff else "value"
-                failures.append(
-                    f"{failure.metric_key.name} ({kind}) = {failure.metric_value.double_value.value:.4g}: {failure.message}"
-                )
-    blessed = bool(blessing and blessing.custom_properties["blessed"].int_value) if blessing else False
-    return {"metrics": metrics, "blessed": blessed, "failed_thresholds": failures}
+    def stage(self, node: str) -> StageResult | None:
+        """The result of pipeline node `node`, or None when the run did not include it."""
+        return next((entry for entry in self.stages if entry.node == node), None)
 
+    def failed_stage(self) -> str | None:
+        return next((entry.stage for entry in self.stages if entry.status == "failed"), None)
 
-def _push(outputs) -> dict[str, Any]:
-    pushed = outputs.get("pushed_model")
-    if pushed is None:
-        return {"pushed": False}
-    properties = pushed.custom_properties
-    if properties["pushed"].int_value:
-        return {"pushed": True, "directory": properties["pushed_destination"].string_value}
-    return {"pushed": False}
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def write(self, run_dir: str | None = None) -> str:
+        """Writes summary.json through a temporary file and a rename, so no reader sees half of it; returns its path."""
+        path = os.path.join(run_dir or self.run_dir, SUMMARY_FILE)
+        temporary = path + ".tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(self.to_dict(), handle, indent=2)
+        os.replace(temporary, path)
+        return path
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str = SUMMARY_FILE) -> Self:
+        """The summary from its JSON form; UserError for another schema version or a malformed file."""
+        if not isinstance(values, dict) or not isinstance(values.get("stages"), list):
+            raise UserError(f"{source}: not a dtfx run summary (no list of stages)")
+        version = values.get("schema_version", 0)
+        if version != SCHEMA_VERSION:
+            found = "no schema version (written before dtfx recorded one)" if version == 0 else f"schema version {version}"
+            raise UserError(
+                f"{source}: {found}; this dtfx reads run summaries of schema version {SCHEMA_VERSION}. "
+                "Run the pipeline again with this dtfx to get a new summary"
+            )
+        try:
+            return cls(
+                **{
+                    **values,
+                    "stages": [StageResult(**stage) for stage in values["stages"]],
+                    "push": PushResult(**values["push"]),
+                    "trainer": TrainStats.from_dict(values["trainer"]) if values.get("trainer") else None,
+                    "evaluator": Evaluation(**values["evaluator"]) if values.get("evaluator") else None,
+                    "error": RunError(**values["error"]) if values.get("error") else None,
+                }
+            )
+        except (KeyError, TypeError) as error:
+            raise UserError(f"{source}: not a dtfx run summary ({type(error).__name__}: {error})") from None
+
+    @classmethod
+    def read(cls, run_dir: str) -> Self:
+        """The summary.json of a run directory; UserError when there is none or it cannot be read."""
+        path = os.path.join(run_dir, SUMMARY_FILE)
+        if not os.path.isfile(path):
+            raise UserError(
+                f"{run_dir}: no {SUMMARY_FILE} here; give a run directory such as outputs/<pipeline>/runs/<timestamp>"
+            )
+        try:
+            with open(path, encoding="utf-8") as handle:
+                values = json.load(handle)
+        except (OSError, ValueError) as error:
+            raise UserError(f"{path}: not a readable run summary ({error})") from None
+        return cls.from_dict(values, path)

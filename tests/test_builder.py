@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from dtfx.pipeline.builder import build_pipeline, stage_of
-from dtfx.pipeline.config import STAGES, Config
+from dtfx.components.names import STAGES, stage_of
+from dtfx.pipeline.builder import build_pipeline
+from dtfx.pipeline.config import Config
 from tests.conftest import ROOT, default_config, set_key
 
 GOLDEN = ROOT / "tests" / "golden" / "penguins_graph.json"

@@ -6,6 +6,7 @@ import io
 import time
 
 from dtfx.pipeline import console
+from dtfx.pipeline.run_summary import SCHEMA_VERSION, RunSummary
 
 
 class FakeTerminal(io.StringIO):
@@ -15,8 +16,16 @@ class FakeTerminal(io.StringIO):
         return True
 
 
-def summary(**changes) -> dict:
+def stage(node: str, status: str, seconds: float, stage: str | None = None) -> dict:
+    return {"stage": stage or node, "node": node, "status": status, "cached": status == "cached", "seconds": seconds}
+
+
+def summary(**changes) -> RunSummary:
+    """A run summary as summary.json holds it, read back through its type."""
     base = {
+        "schema_version": SCHEMA_VERSION,
+        "until": None,
+        "run_id": "run-1",
         "pipeline": "penguins",
         "run_dir": "outputs/penguins/runs/20261122-120000-000000",
         "log": "outputs/penguins/runs/20261122-120000-000000/dtfx.log",
@@ -24,17 +33,26 @@ def summary(**changes) -> dict:
         "seconds": 95.2,
         "config": {"evaluator": {"thresholds": {"accuracy": {"lower_bound": 0.8}}}},
         "stages": [
-            {"stage": "ingest", "node": "ingest", "status": "cached", "seconds": 0.0},
-            {"stage": "validation", "node": "anomaly_gate", "status": "ran", "seconds": 0.2},
-            {"stage": "train", "node": "train", "status": "ran", "seconds": 61.5},
-            {"stage": "push", "node": "push", "status": "ran", "seconds": 0.1},
+            stage("ingest", "cached", 0.0),
+            stage("anomaly_gate", "ran", 0.2, stage="validation"),
+            stage("train", "ran", 61.5),
+            stage("push", "ran", 0.1),
         ],
-        "trainer": {"replicas": 2, "strategy": "mirrored", "examples_per_second": 2025.4, "train_steps": 300},
+        "trainer": {
+            "replicas": 2,
+            "strategy": "mirrored",
+            "examples_per_second": 2025.4,
+            "train_steps": 300,
+            "global_batch_size": 64,
+            "per_replica_batch_size": 32,
+            "seconds": 9.1,
+            "parameters": 307,
+        },
         "evaluator": {"blessed": True, "metrics": {"accuracy": 0.9846, "example_count": 65.0}, "failed_thresholds": []},
         "push": {"pushed": True, "directory": "outputs/penguins/serving/1795316497"},
     }
     base.update(changes)
-    return base
+    return RunSummary.from_dict(base)
 
 
 def test_live_lines_on_a_terminal_show_each_stage_with_its_elapsed_time():
@@ -77,9 +95,9 @@ def test_a_failed_run_names_the_stage_the_log_and_the_command_that_resumes(capsy
     failed = summary(
         status="failed",
         stages=[
-            {"stage": "ingest", "node": "ingest", "status": "ran", "seconds": 3.0},
-            {"stage": "train", "node": "train", "status": "failed", "seconds": 9.0},
-            {"stage": "push", "node": "push", "status": "not_run", "seconds": 0.0},
+            stage("ingest", "ran", 3.0),
+            stage("train", "failed", 9.0),
+            stage("push", "not_run", 0.0),
         ],
         trainer=None,
         evaluator=None,
@@ -90,5 +108,5 @@ def test_a_failed_run_names_the_stage_the_log_and_the_command_that_resumes(capsy
     out = capsys.readouterr().out
     assert "not pushed: a stage failed before the push" in out
     assert "error in stage train: the training loss became NaN" in out
-    assert f"log: {failed['log']}" in out
+    assert f"log: {failed.log}" in out
     assert "resume with: dtfx run c.yaml --set trainer.learning_rate=0.001" in out

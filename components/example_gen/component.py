@@ -37,16 +37,14 @@ class ShardedExampleGen(FileBasedExampleGen):
     """Ingests CSV, Parquet or TFRecord files into `num_shards` gzipped TFRecord files per split.
 
     Outputs a standard `Examples` artifact as `outputs['examples']`. Rows go to splits by a
-    hash of their content mixed with `seed` (relative sizes from `splits`), and to shards by
-    `strategy`: `hash` (of column `key`, or of the whole row), `index` (row number modulo the
+    hash of their content mixed with `options.seed` (relative sizes from `splits`), and to shards by
+    `options.strategy`: `hash` (of column `key`, or of the whole row), `index` (row number modulo the
     shard count), `block` (contiguous row ranges) or `random` (seeded by `seed`).
     """
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
-    def __init__(self, data_path: str, label: str, splits: dict[str, int], num_shards: int = 4,
-                 strategy: str = "hash", key: str | None = None, seed: int = 0):
-        options = IngestOptions(label=label, num_shards=num_shards, strategy=strategy, key=key, seed=seed)
+    def __init__(self, data_path: str, splits: dict[str, int], options: IngestOptions):
         if not splits or any(not isinstance(size, int) or size < 1 for size in splits.values()):
             raise ValueError(f"splits must map split names to positive integer sizes, not {splits!r}")
         input_base, pattern = split_data_path(data_path)

@@ -11,18 +11,20 @@ import dataclasses
 from google.protobuf import json_format, struct_pb2
 from tfx.proto import example_gen_pb2
 
+from dtfx.components.step_options import StepOptions
+
 STRATEGIES = ("hash", "index", "block", "random")
 
 
 @dataclasses.dataclass(frozen=True)
-class IngestOptions:
-    """What the executor needs beyond the file pattern and the output splits."""
+class IngestOptions(StepOptions):
+    """What the executor needs beyond the file pattern and the output splits (defaults: data.sharding)."""
 
     label: str
-    num_shards: int = 4
-    strategy: str = "hash"
-    key: str | None = None
-    seed: int = 0
+    num_shards: int
+    strategy: str
+    key: str | None
+    seed: int
 
     def __post_init__(self):
         if not self.label:
@@ -38,8 +40,7 @@ class IngestOptions:
         """The options as an `Any`-packed Struct inside a CustomConfig."""
         struct = struct_pb2.Struct()
         # Struct numbers are doubles: the seed goes as a string so that any int64 survives exactly.
-        struct.update({"label": self.label, "num_shards": self.num_shards, "strategy": self.strategy,
-                       "key": self.key, "seed": str(self.seed)})
+        struct.update({**self.to_dict(), "seed": str(self.seed)})
         config = example_gen_pb2.CustomConfig()
         config.custom_config.Pack(struct)
         return config
@@ -53,5 +54,8 @@ class IngestOptions:
         if not config.custom_config.Unpack(struct):
             raise ValueError(f"custom_config does not hold a Struct of ingestion options: {config}")
         values = json_format.MessageToDict(struct)
-        return cls(label=values["label"], num_shards=int(values["num_shards"]), strategy=values["strategy"],
-                   key=values.get("key"), seed=int(values["seed"]))
+        # Struct numbers come back as floats, the seed as the string it was sent as.
+        for name in ("num_shards", "seed"):
+            if name in values:
+                values[name] = int(values[name])
+        return cls.from_dict(values)

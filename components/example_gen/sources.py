@@ -28,13 +28,12 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from dtfx.components.errors import DataError
+from dtfx.components.registry.formats import format_of
 
 # Cells that mean "no value": they become features absent from the example.
 NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
 CSV_BLOCK_BYTES = 4 << 20  # one record batch per 4 MiB of CSV: few, large Beam elements
 BATCH_ROWS = 32768  # rows per record batch for Parquet and TFRecord sources
-PARQUET_SUFFIXES = (".parquet", ".pq")
-TFRECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".gz")
 
 # Column kinds, from the most specific to the most general; unifying two kinds takes the later.
 KINDS = ("null", "int", "float", "bytes")
@@ -75,13 +74,8 @@ def list_data_files(pattern: str) -> list[str]:
 
 
 def file_format(path: str) -> str:
-    """csv, parquet or tfrecord, from the file name (gzipped CSV ends in .csv.gz)."""
-    lower = path.lower()
-    if lower.endswith(PARQUET_SUFFIXES):
-        return "parquet"
-    if lower.endswith(TFRECORD_SUFFIXES) and not lower.endswith(".csv.gz"):
-        return "tfrecord"
-    return "csv"
+    """csv, parquet or tfrecord, from the file name (see dtfx.components.registry.formats)."""
+    return format_of(path)
 
 
 def unify_kinds(first: str, second: str) -> str:
@@ -157,7 +151,7 @@ def describe_row(scan: FileScan, row: int) -> str:
 
 
 def _scan_csv(path: str) -> tuple[list[str], dict[str, str], int]:
-    names = _csv_header(path)
+    names = read_csv_header(path)
     kinds = dict.fromkeys(names, "null")
     num_rows = 0
     for batch in _csv_batches(path, names):
@@ -188,8 +182,11 @@ def _widen_string_kind(kind: str, column: pa.Array) -> str:
     return "bytes"
 
 
-def _csv_header(path: str) -> list[str]:
-    """The column names of line 1, decoded on their own.
+def read_csv_header(path: str) -> list[str]:
+    """The column names of line 1, decoded on their own: a byte-order mark is dropped, quoted names unquoted.
+
+    Raises DataError naming the file and line when the header is missing, unreadable, or has an
+    unnamed or repeated column.
 
     A text reader would decode a whole buffer and blame the header for a bad byte further
     down; Arrow's reader finds that one later and `_csv_error` reports its line.
@@ -287,6 +284,16 @@ def _open_binary(path: str):
 
 
 # --- Parquet ---------------------------------------------------------------------------------
+
+
+def read_parquet_columns(path: str) -> list[str]:
+    """The column names of a Parquet file, from its footer; DataError when it is not a readable Parquet file."""
+    try:
+        return list(pq.read_schema(path).names)
+    except FileNotFoundError:
+        raise DataError(f"{path}: the file does not exist") from None
+    except Exception as error:  # pyarrow raises several types for a file that is not Parquet
+        raise DataError(f"{path}: not a readable Parquet file ({error})") from None
 
 
 def _scan_parquet(path: str) -> tuple[list[str], dict[str, str], int]:

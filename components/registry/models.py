@@ -56,7 +56,9 @@ class ModelType:
 
 
 MODEL_TYPES: Registry[ModelType] = Registry("model type")
-MODEL_TYPES.register(ModelType("dnn", DnnModel, "dtfx.components.trainer.model.build_dnn", DnnModel.model_fields["type"].description))
+MODEL_TYPES.register(
+    ModelType("dnn", DnnModel, "dtfx.components.trainer.model.build_dnn", "A fully connected network over all features.")
+)
 MODEL_TYPES.register(ModelType("user", UserModel, None, "Your own build_fn, named by `module`."))
 
 

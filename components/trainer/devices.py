@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 
 from dtfx.components.errors import DeviceSetupError
+from dtfx.components.registry.strategies import STRATEGIES
 
 CROSS_DEVICE_OPS = {
     "nccl": tf.distribute.NcclAllReduce,
@@ -34,15 +37,24 @@ def ensure_logical_cpus(count: int) -> None:
             ) from None
 
 
-def make_strategy(strategy: str, devices: int | str = "auto", cross_device_ops: str | None = None) -> tf.distribute.Strategy:
-    """The tf.distribute strategy named by `trainer.distribution`."""
-    gpus = tf.config.list_physical_devices("GPU")
-    if strategy == "default":
-        return tf.distribute.get_strategy()
-    if strategy == "one_device":
-        return tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")
-    if strategy == "multi_worker_mirrored":
-        return tf.distribute.MultiWorkerMirroredStrategy()
+def make_strategy(settings: dict[str, Any]) -> tf.distribute.Strategy:
+    """The tf.distribute strategy that `trainer.distribution` (as the step received it) names."""
+    return STRATEGIES.get(settings["strategy"]).make(settings)
+
+
+def worker_count(strategy: tf.distribute.Strategy) -> int:
+    """How many worker processes train together under `strategy` (1 but for multi-worker strategies)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    cluster = resolver.cluster_spec().as_dict() if resolver else {}
+    return max(1, len(cluster.get("worker", ())) + len(cluster.get("chief", ())))
+
+
+# --- the factories that dtfx.components.registry.strategies names ------------------------------
+
+
+def mirrored(settings: dict[str, Any]) -> tf.distribute.MirroredStrategy:
+    """Replicas on this machine's GPUs, or on N logical CPU devices (`devices: N`), or on the CPU."""
+    devices, gpus = settings["devices"], tf.config.list_physical_devices("GPU")
     if devices == "auto":
         names = [f"/gpu:{index}" for index in range(len(gpus))] or ["/cpu:0"]
     elif gpus:
@@ -52,7 +64,23 @@ def make_strategy(strategy: str, devices: int | str = "auto", cross_device_ops: 
     else:
         ensure_logical_cpus(devices)
         names = [f"/cpu:{index}" for index in range(devices)]
-    return tf.distribute.MirroredStrategy(names, cross_device_ops=_cross_device_ops(cross_device_ops, gpus, len(names)))
+    reduction = _cross_device_ops(settings["cross_device_ops"], gpus, len(names))
+    return tf.distribute.MirroredStrategy(names, cross_device_ops=reduction)
+
+
+def multi_worker_mirrored(settings: dict[str, Any]) -> tf.distribute.MultiWorkerMirroredStrategy:
+    """Mirrored across the workers of TF_CONFIG (one worker without it)."""
+    return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def one_device(settings: dict[str, Any]) -> tf.distribute.OneDeviceStrategy:
+    """One replica, on the first GPU where there is one."""
+    return tf.distribute.OneDeviceStrategy("/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0")
+
+
+def default(settings: dict[str, Any]) -> tf.distribute.Strategy:
+    """TensorFlow's default strategy: no distribution."""
+    return tf.distribute.get_strategy()
 
 
 def _cross_device_ops(name: str | None, gpus: list, replicas: int) -> tf.distribute.CrossDeviceOps | None:

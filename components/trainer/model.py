@@ -1,9 +1,6 @@
-"""The built-in DNN, and loading a user's model-building function."""
+"""The built-in DNN, registered as model type `dnn` (dtfx.components.registry.models)."""
 
 from __future__ import annotations
-
-import importlib
-from collections.abc import Callable
 
 import tf_keras as keras
 
@@ -36,8 +33,3 @@ def build_dnn(
     outputs = keras.layers.Dense(num_outputs)(x)
     return keras.Model(inputs=inputs, outputs=outputs)
 
-
-def load_build_fn(dotted_path: str) -> Callable[..., keras.Model]:
-    """The user's `build_fn` from `package.module.function`."""
-    module_name, _, function_name = dotted_path.rpartition(".")
-    return getattr(importlib.import_module(module_name), function_name)

@@ -1,7 +1,7 @@
 """The Trainer's `run_fn`: synchronous data-parallel training under tf.distribute.
 
-Everything it needs comes from `fn_args.custom_config`, written by the builder from the
-`trainer` section of the config. Besides the SavedModel it writes `train_stats.json` into
+Everything it needs comes from `fn_args.custom_config`: TrainerOptions, which the builder makes
+from the `trainer` section of the config. Besides the SavedModel it writes `train_stats.json` into
 the model-run directory (replicas, examples/s, metrics per epoch), which the run summary reads,
 and TensorBoard logs beside it.
 """
@@ -19,22 +19,25 @@ import tensorflow_transform as tft
 import tf_keras as keras
 
 from dtfx.components.errors import TrainingError
-from dtfx.components.trainer import dataset, devices, model, serving, tracing
+from dtfx.components.names import transformed_name
+from dtfx.components.registry.models import MODEL_TYPES
+from dtfx.components.trainer import dataset, devices, serving, tracing
+from dtfx.components.trainer.options import TrainerOptions
+from dtfx.components.trainer.stats import TrainStats
 from dtfx.components.trainer.throughput import Throughput
-from dtfx.components.transform.preprocessing import LABEL_VOCABULARY, transformed_name
+from dtfx.components.transform.preprocessing import LABEL_VOCABULARY
 
-TRAIN_STATS_FILE = "train_stats.json"
 # Curves and checkpoints need points: training is split into up to this many Keras epochs of equal length.
 MAX_EPOCHS = 10
 
 
 def run_fn(fn_args) -> None:
     """Trains the configured model and saves it with serving signatures for raw tf.Examples."""
-    config = fn_args.custom_config
-    label, task = config["label"], config["task"]
-    keras.utils.set_random_seed(config["seed"])
+    options = TrainerOptions.from_dict(fn_args.custom_config)
+    label, task = options.label, options.task
+    keras.utils.set_random_seed(options.seed)
     tracing.exempt_tf_keras_from_autograph()
-    if config.get("check_numerics"):
+    if options.check_numerics:
         tf.debugging.enable_check_numerics()
     tft_output = tft.TFTransformOutput(fn_args.transform_output)
     feature_spec = tft_output.transformed_feature_spec()
@@ -48,27 +51,25 @@ def run_fn(fn_args) -> None:
     classes = tft_output.vocabulary_by_name(LABEL_VOCABULARY) if task == "classification" else None
     num_outputs = len(classes) if classes else 1
 
-    distribution = config["distribution"]
-    strategy = devices.make_strategy(distribution["strategy"], distribution["devices"], distribution.get("cross_device_ops"))
-    batch_size = config["batch_size"]
-    inputs = config.get("input", {})
-    workers = strategy.extended._num_workers if hasattr(strategy.extended, "_num_workers") else 1  # noqa: SLF001
+    strategy = devices.make_strategy(options.distribution)
+    batch_size = options.batch_size
+    workers = devices.worker_count(strategy)
     train_data = dataset.make_dataset(
         fn_args.train_files,
         feature_spec,
         label_key,
         task,
         batch_size,
-        shuffle_buffer=inputs.get("shuffle_buffer", 10_000),
-        cache=inputs.get("cache", True),
-        seed=config["seed"],
+        shuffle_buffer=options.input.shuffle_buffer,
+        cache=options.input.cache,
+        seed=options.seed,
         num_workers=workers,
     )
     eval_data = dataset.make_dataset(fn_args.eval_files, feature_spec, label_key, task, batch_size, num_workers=workers)
 
     with strategy.scope():
-        network = build_model(config["model"], numeric, categorical, num_outputs)
-        compile_model(network, task, config["learning_rate"], config.get("steps_per_execution", 1))
+        network = MODEL_TYPES.get(options.model_type).build_model(options.model, numeric, categorical, num_outputs)
+        compile_model(network, task, options.learning_rate, options.steps_per_execution)
 
     steps = fn_args.train_steps
     epochs = max(e for e in range(1, MAX_EPOCHS + 1) if steps % e == 0)
@@ -77,7 +78,7 @@ def run_fn(fn_args) -> None:
         keras.callbacks.TerminateOnNaN(),
         # Survives the failed execution: a rerun of the same training resumes from the last epoch.
         keras.callbacks.BackupAndRestore(backup_dir(fn_args)),
-        keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq=max(1, config.get("steps_per_execution", 1))),
+        keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq=options.steps_per_execution),
         throughput,
     ]
     started = time.perf_counter()
@@ -102,27 +103,17 @@ def run_fn(fn_args) -> None:
 
     signatures = serving.make_signatures(network, tft_output, numeric + list(categorical), label, task, classes)
     tf.saved_model.save(network, fn_args.serving_model_dir, signatures=signatures)
-    stats = {
-        "strategy": distribution["strategy"],
-        "replicas": strategy.num_replicas_in_sync,
-        "global_batch_size": batch_size,
-        "per_replica_batch_size": batch_size // strategy.num_replicas_in_sync,
-        "train_steps": steps,
-        "seconds": round(seconds, 3),
-        "examples_per_second": round(throughput.examples_per_second() or steps * batch_size / seconds, 1),
-        "parameters": int(network.count_params()),
-        "history": {key: [float(v) for v in values] for key, values in history.items()},
-    }
-    tf.io.gfile.makedirs(fn_args.model_run_dir)
-    with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, TRAIN_STATS_FILE), "w") as handle:
-        handle.write(json.dumps(stats, indent=2))
-
-
-def build_model(model_config: dict, numeric: list[str], categorical: dict[str, int], num_outputs: int) -> keras.Model:
-    """The built-in DNN, or the user's `build_fn` named by `module`."""
-    if "module" in model_config:
-        return model.load_build_fn(model_config["module"])(numeric, categorical, num_outputs)
-    return model.build_dnn(numeric, categorical, num_outputs, model_config["hidden_units"], model_config.get("dropout", 0.0))
+    TrainStats(
+        strategy=options.distribution["strategy"],
+        replicas=strategy.num_replicas_in_sync,
+        global_batch_size=batch_size,
+        per_replica_batch_size=batch_size // strategy.num_replicas_in_sync,
+        train_steps=steps,
+        seconds=round(seconds, 3),
+        examples_per_second=round(throughput.examples_per_second() or steps * batch_size / seconds, 1),
+        parameters=int(network.count_params()),
+        history={key: [float(v) for v in values] for key, values in history.items()},
+    ).write(fn_args.model_run_dir)
 
 
 def compile_model(network: keras.Model, task: str, learning_rate: float, steps_per_execution: int) -> None:

@@ -1,4 +1,4 @@
-"""The Transform step's `preprocessing_fn`, generated from the config (passed as `custom_config`).
+"""The Transform step's `preprocessing_fn`, generated from the config (TransformOptions, passed as `custom_config`).
 
 Numeric columns are z-scored with missing values filled by the mean; string (and listed
 integer-category) columns get a vocabulary with out-of-vocabulary buckets, missing values
@@ -13,41 +13,37 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
-SUFFIX = "_xf"
+from dtfx.components.names import transformed_name
+from dtfx.components.transform.options import TransformOptions
+
 LABEL_VOCABULARY = "label_vocabulary"
 MISSING_CATEGORY = "__missing__"
 
 
-def transformed_name(name: str) -> str:
-    """The name a raw column has after Transform."""
-    return name + SUFFIX
-
-
 def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> dict[str, tf.Tensor]:
     """Maps raw columns to model-ready tensors; see the module docstring for the rules."""
-    label = custom_config["label"]
-    numeric, categorical = feature_kinds(inputs, custom_config)
+    options = TransformOptions.from_dict(custom_config)
+    label = options.label
+    numeric, categorical = feature_kinds(inputs, options)
     outputs = {}
     for name in numeric:
         outputs[transformed_name(name)] = _standardise(inputs[name])
     for name in categorical:
         outputs[transformed_name(name)] = tft.compute_and_apply_vocabulary(
             _dense_strings(inputs[name]),
-            num_oov_buckets=custom_config.get("oov_buckets", 1),
+            num_oov_buckets=options.oov_buckets,
             vocab_filename=f"vocabulary_{name}",
         )
-    if custom_config["task"] == "classification":
+    if options.task == "classification":
         outputs[transformed_name(label)] = _class_ids(inputs[label])
     else:
         outputs[transformed_name(label)] = _dense(_as_float(inputs[label]), float("nan"))
     return outputs
 
 
-def feature_kinds(inputs: dict[str, Any], custom_config: dict[str, Any]) -> tuple[list[str], list[str]]:
+def feature_kinds(inputs: dict[str, Any], options: TransformOptions) -> tuple[list[str], list[str]]:
     """The numeric and categorical input columns: as listed in the config, else inferred from dtypes."""
-    label = custom_config["label"]
-    numeric = custom_config.get("numeric")
-    categorical = custom_config.get("categorical")
+    label, numeric, categorical = options.label, options.numeric, options.categorical
     if numeric is None and categorical is None:
         columns = sorted(name for name in inputs if name != label)
         numeric = [name for name in columns if inputs[name].dtype != tf.string]

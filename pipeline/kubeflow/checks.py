@@ -14,12 +14,11 @@ import os
 
 from dtfx.pipeline import layout
 from dtfx.pipeline.config import Config
-from dtfx.pipeline.data_source import CSV_SUFFIXES, PACKAGE_SCHEME, PARQUET_SUFFIXES, TFRECORD_SUFFIXES
+from dtfx.pipeline.data_source import DATA_SUFFIXES, PACKAGE_SCHEME
 from dtfx.pipeline.errors import Problem
 from dtfx.pipeline.kubeflow.platform import mount_of
 from dtfx.pipeline.loader import key_lines, line_of
 
-DATA_SUFFIXES = CSV_SUFFIXES + PARQUET_SUFFIXES + TFRECORD_SUFFIXES
 VOLUME_HINT = "an absolute path on a volume mounted in every step (kubeflow.volumes) or inside the image"
 
 

@@ -9,45 +9,28 @@ returns None (or an empty result) for a missing artifact: a run may stop at any 
 from __future__ import annotations
 
 import glob
-import json
 import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dtfx.pipeline.errors import UserError
+from dtfx.components.trainer.stats import TrainStats
+from dtfx.pipeline.run_summary import RunSummary
 
-SUMMARY_FILE = "summary.json"
-TRAIN_STATS_FILE = "train_stats.json"  # written by dtfx.components.trainer.run_fn into the model-run directory
 SAVED_MODEL_FILE = "saved_model.pb"
 SERVING_SUBDIR = "Format-Serving"  # where TFX's Trainer puts the SavedModel inside a Model artifact
 
 
-def load_summary(run_dir: str) -> dict[str, Any]:
+def load_summary(run_dir: str) -> RunSummary:
     """The run's summary.json; UserError when the directory is not a run directory."""
-    path = os.path.join(run_dir, SUMMARY_FILE)
-    if not os.path.isfile(path):
-        raise UserError(f"{run_dir}: no {SUMMARY_FILE} here; give a run directory such as outputs/<pipeline>/runs/<timestamp>")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            summary = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise UserError(f"{path}: not a readable run summary ({error})") from None
-    if not isinstance(summary, dict) or not isinstance(summary.get("stages"), list):
-        raise UserError(f"{path}: not a dtfx run summary (no list of stages)")
-    return summary
+    return RunSummary.read(run_dir)
 
 
-def stage(summary: dict[str, Any], node: str) -> dict[str, Any] | None:
-    """The summary entry of pipeline node `node`, or None when the run did not include it."""
-    return next((entry for entry in summary.get("stages", []) if entry.get("node") == node), None)
-
-
-def output_uri(summary: dict[str, Any], node: str, key: str) -> str | None:
+def output_uri(summary: RunSummary, node: str, key: str) -> str | None:
     """Where node `node` wrote its output `key`, if it ran (or came from the cache) and the directory still exists."""
-    entry = stage(summary, node) or {}
-    uri = (entry.get("outputs") or {}).get(key)
+    entry = summary.stage(node)
+    uri = entry.outputs.get(key) if entry else None
     return uri if uri and os.path.exists(uri) else None
 
 
@@ -72,13 +55,9 @@ def read_statistics(uri: str) -> list[tuple[str, Any]]:
 # --- training --------------------------------------------------------------------------------
 
 
-def read_train_stats(model_run_uri: str) -> dict[str, Any] | None:
+def read_train_stats(model_run_uri: str) -> TrainStats | None:
     """train_stats.json of a model-run directory (with `history`: Keras metrics per epoch), if it is there."""
-    path = os.path.join(model_run_uri, TRAIN_STATS_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    return TrainStats.read(model_run_uri)
 
 
 def _tfrecords(path: str) -> Iterator[bytes]:

@@ -14,7 +14,8 @@ import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+
+from dtfx.pipeline.run_summary import RunSummary
 
 EVAL_CONFIG_FILE = "eval_config.json"  # written by TFMA beside the metrics, with the thresholds it applied
 OVERALL = "Overall"
@@ -108,14 +109,14 @@ def _has_validations(uri: str) -> bool:
     return any(name.startswith("validations") for name in os.listdir(uri))
 
 
-def thresholds(summary: dict[str, Any], evaluation_uri: str | None) -> dict[str, dict[str, float]] | None:
+def thresholds(summary: RunSummary, evaluation_uri: str | None) -> dict[str, dict[str, float]] | None:
     """Metric -> bounds (`lower_bound`, `upper_bound`, `max_regression`) as configured.
 
     From the config in summary.json; failing that, from the eval_config.json TFMA wrote (the
     thresholds it actually applied); None when neither is there.
     """
-    config = summary.get("config")
-    if isinstance(config, dict):
+    config = summary.config
+    if config:
         configured = (config.get("evaluator") or {}).get("thresholds") or {}
         return {name: {k: v for k, v in (bounds or {}).items() if v is not None} for name, bounds in configured.items()}
     path = os.path.join(evaluation_uri, EVAL_CONFIG_FILE) if evaluation_uri else ""

@@ -7,16 +7,17 @@ section could not make the report reach the network.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import traceback
 from collections.abc import Callable
-from typing import Any
 
+from dtfx.pipeline.layout import REPORT_FILE
 from dtfx.pipeline.report import artifacts, results, sections
 from dtfx.pipeline.report.markup import badge, esc, facts, unavailable
+from dtfx.pipeline.run_summary import RunSummary
 
-REPORT_FILE = "report.html"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 CSS = """
@@ -65,7 +66,7 @@ svg text.tick, svg text.axis-label, svg text.bar-label { font-size: 10px; fill: 
 svg.curve { background: #fff; border: 1px solid var(--line); border-radius: 6px; }
 """
 
-SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
+SECTIONS: list[tuple[str, str, Callable[[RunSummary], str]]] = [
     ("graph", "Pipeline", sections.graph_section),
     ("statistics", "Data statistics", sections.statistics_section),
     ("training", "Training", results.training_section),
@@ -75,36 +76,33 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
 ]
 
 
-def _header(summary: dict[str, Any]) -> str:
-    status = summary.get("status", "unknown")
-    run_dir = summary.get("run_dir", "")
-    title = f"dtfx run report: {summary.get('pipeline', '?')}"
+def _header(summary: RunSummary) -> str:
+    status = summary.status
+    title = f"dtfx run report: {summary.pipeline}"
     items = [("status", badge(status, "good" if status == "succeeded" else "bad"))]
-    if summary.get("seconds") is not None:
-        items.append(("duration", esc(f"{summary['seconds']:.0f} s")))
-    if summary.get("until"):
-        items.append(("stopped after", esc(f"{summary['until']} (--until)")))
-    evaluator = summary.get("evaluator")
-    if evaluator:
-        items.append(("model", badge("blessed", "good") if evaluator.get("blessed") else badge("not blessed", "bad")))
-    push = summary.get("push") or {}
-    if push.get("pushed"):
-        items.append(("pushed to", f"<code>{esc(push.get('directory', ''))}</code>"))
-    elif push.get("reason"):
-        items.append(("not pushed", esc(push["reason"])))
-    items += [("run", esc(summary.get("run_id") or "–")), ("run directory", f"<code>{esc(run_dir)}</code>")]
+    items.append(("duration", esc(f"{summary.seconds:.0f} s")))
+    if summary.until:
+        items.append(("stopped after", esc(f"{summary.until} (--until)")))
+    if summary.evaluator:
+        items.append(("model", badge("blessed", "good") if summary.evaluator.blessed else badge("not blessed", "bad")))
+    push = summary.push
+    if push.pushed:
+        items.append(("pushed to", f"<code>{esc(push.directory or '')}</code>"))
+    elif push.reason:
+        items.append(("not pushed", esc(push.reason)))
+    items += [("run", esc(summary.run_id or "–")), ("run directory", f"<code>{esc(summary.run_dir)}</code>")]
     body = f"<header><h1>{esc(title)}</h1>{facts(items)}"
-    error = summary.get("error")
+    error = summary.error
     if error:
-        body += f'<div class="error">{esc(error.get("kind", "error"))} error: {esc(error.get("message", ""))}'
-        if summary.get("log"):
-            body += f"\nlog: {esc(summary['log'])}"
+        body += f'<div class="error">{esc(error.kind)} error: {esc(error.message)}'
+        if summary.log:
+            body += f"\nlog: {esc(summary.log)}"
         body += "</div>"
     nav = "".join(f'<a href="#{anchor}">{esc(name)}</a>' for anchor, name, _ in SECTIONS)
     return body + f"<nav>{nav}</nav></header>"
 
 
-def render(summary: dict[str, Any]) -> str:
+def render(summary: RunSummary) -> str:
     """The whole report page for a run summary, as HTML text."""
     parts = [_header(summary)]
     for anchor, title, render_section in SECTIONS:
@@ -121,7 +119,7 @@ def render(summary: dict[str, Any]) -> str:
         '<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(summary.get('pipeline', 'dtfx'))} run report</title><style>{CSS}</style></head>"
+        f"<title>{esc(summary.pipeline)} run report</title><style>{CSS}</style></head>"
         f"<body><main>{''.join(parts)}{footer}</main></body></html>\n"
     )
 
@@ -133,7 +131,7 @@ def build_report(run_dir: str) -> str:
     (or whose artifacts are gone) render as such; they never make this fail.
     """
     # The directory may have been moved since the run: the header shows where the report really is.
-    summary = {**artifacts.load_summary(run_dir), "run_dir": os.path.abspath(run_dir)}
+    summary = dataclasses.replace(artifacts.load_summary(run_dir), run_dir=os.path.abspath(run_dir))
     path = os.path.join(run_dir, REPORT_FILE)
     temporary = path + ".tmp"
     with open(temporary, "w", encoding="utf-8") as handle:

@@ -6,12 +6,14 @@ Like those of sections.py, they render "not run" with the reason when their stag
 from __future__ import annotations
 
 import os
-from typing import Any
 
+from dtfx.components.names import TRAIN_STATS_FILE
+from dtfx.components.registry.metrics import METRICS
 from dtfx.pipeline.report import artifacts, evaluation, svg
 from dtfx.pipeline.report.markup import badge, esc, facts, not_run, section, table
 from dtfx.pipeline.report.sections import why_missing
 from dtfx.pipeline.report.svg import fmt
+from dtfx.pipeline.run_summary import RunSummary
 
 # --- training --------------------------------------------------------------------------------
 
@@ -52,16 +54,17 @@ def _tensorboard(log_dir: str, skip_epoch_tags: bool) -> str:
     return body + f'<p class="muted">Event files in {esc(log_dir)} (open with <code>tensorboard --logdir</code>).</p>'
 
 
-def training_section(summary: dict[str, Any]) -> str:
+def training_section(summary: RunSummary) -> str:
     """Trainer figures, loss and metric curves per epoch, and the TensorBoard scalars."""
     title = "Training"
     reason = why_missing(summary, "train", "model_run")
     if reason:
         return not_run("training", title, reason)
     model_run = artifacts.output_uri(summary, "train", "model_run")
-    stats = artifacts.read_train_stats(model_run) or {}
-    history = stats.pop("history", None) or {}
-    figures = {**stats, **(summary.get("trainer") or {})}
+    train_stats = artifacts.read_train_stats(model_run)
+    stats = train_stats.figures() if train_stats else {}
+    history = train_stats.history if train_stats else {}
+    figures = {**stats, **(summary.trainer.figures() if summary.trainer else {})}
     body = facts(
         ((key.replace("_", " "), esc(fmt(value) if isinstance(value, int | float) else value)) for key, value in figures.items()),
         wide=True,
@@ -71,7 +74,7 @@ def training_section(summary: dict[str, Any]) -> str:
     if history:
         body += "<h3>Per epoch</h3>" + _history_charts(history, steps // epochs if steps and epochs else None)
     else:
-        body += f'<p class="muted">No {artifacts.TRAIN_STATS_FILE} history in {esc(model_run)}.</p>'
+        body += f'<p class="muted">No {TRAIN_STATS_FILE} history in {esc(model_run)}.</p>'
     body += "<h3>TensorBoard scalars</h3>" + _tensorboard(model_run, skip_epoch_tags=bool(history))
     return section("training", title, body)
 
@@ -92,6 +95,14 @@ def _threshold_text(bounds: dict[str, float] | None) -> str:
     return ", ".join(parts)
 
 
+def _metric_name(name: str) -> str:
+    """The metric's name, with which way is better where dtfx knows the metric."""
+    if name not in METRICS:
+        return esc(name)
+    better = "higher is better" if METRICS.get(name).higher_is_better else "lower is better"
+    return f'{esc(name)} <span class="small muted">{better}</span>'
+
+
 def _result(row: evaluation.MetricRow, bounds: dict[str, float] | None, validated: bool) -> str:
     if row.failures:
         return badge("failed", "bad") + "".join(f'<div class="small">{esc(m)}</div>' for m in row.failures)
@@ -100,21 +111,21 @@ def _result(row: evaluation.MetricRow, bounds: dict[str, float] | None, validate
     return badge("passed", "good") if validated else badge("not checked", "neutral")
 
 
-def _slices_from_summary(summary: dict[str, Any]) -> list[evaluation.SliceMetrics]:
+def _slices_from_summary(summary: RunSummary) -> list[evaluation.SliceMetrics]:
     """The overall metrics summary.json holds, for when TFMA's files cannot be read."""
-    metrics = (summary.get("evaluator") or {}).get("metrics") or {}
+    metrics = summary.evaluator.metrics if summary.evaluator else {}
     rows = {name: evaluation.MetricRow(name, value) for name, value in metrics.items()}
     return [evaluation.SliceMetrics(evaluation.OVERALL, rows)]
 
 
-def evaluation_section(summary: dict[str, Any]) -> str:
+def evaluation_section(summary: RunSummary) -> str:
     """Blessing, then per slice every metric with its threshold and whether it passed."""
     title = "Evaluation"
     reason = why_missing(summary, "evaluate", "evaluation")
     if reason:
         return not_run("evaluation", title, reason)
     uri = artifacts.output_uri(summary, "evaluate", "evaluation")
-    evaluator = summary.get("evaluator") or {}
+    evaluator = summary.evaluator
     note = ""
     try:
         slices, validation_ok = evaluation.read_evaluation(uri)
@@ -122,7 +133,7 @@ def evaluation_section(summary: dict[str, Any]) -> str:
         slices, validation_ok = _slices_from_summary(summary), None
         note = f'<p class="warning">TFMA could not read {esc(uri)} ({esc(error)}); overall metrics from summary.json.</p>'
     bounds = evaluation.thresholds(summary, uri)
-    blessed = evaluator.get("blessed", validation_ok)
+    blessed = evaluator.blessed if evaluator else validation_ok
     verdict = badge("blessed", "good") if blessed else badge("not blessed", "bad")
     body = f"<p>{verdict}</p>" + note
     if bounds is None:
@@ -136,13 +147,13 @@ def evaluation_section(summary: dict[str, Any]) -> str:
                 slice_metrics.metrics.setdefault(name, evaluation.MetricRow(name))
         rows = []
         for name, row in sorted(slice_metrics.metrics.items()):
-            cells = [esc(name), esc(fmt(row.value))]
+            cells = [_metric_name(name), esc(fmt(row.value))]
             if with_baseline:
                 cells += [esc(fmt(row.baseline)), esc(fmt(row.change))]
             cells += [esc(_threshold_text(bounds.get(name))), _result(row, bounds.get(name), validation_ok is not None)]
             rows.append(cells)
         body += f"<h3>Slice: {esc(slice_metrics.name)}</h3>" + table(headers, rows, "compact")
-    failed = evaluator.get("failed_thresholds") or []
+    failed = evaluator.failed_thresholds if evaluator else []
     if failed:
         body += "<h3>Failed thresholds</h3><ul>" + "".join(f"<li>{esc(item)}</li>" for item in failed) + "</ul>"
     return section("evaluation", title, body)
@@ -165,19 +176,19 @@ def _signatures_html(model_dir: str) -> str:
     return body
 
 
-def model_section(summary: dict[str, Any]) -> str:
+def model_section(summary: RunSummary) -> str:
     """The pushed model (or, when nothing was pushed, the trained one) and its serving signature."""
     title = "Model"
-    push = summary.get("push") or {}
-    if push.get("pushed") and push.get("directory"):
-        directory = push["directory"]
+    push = summary.push
+    if push.pushed and push.directory:
+        directory = push.directory
         version = os.path.basename(directory)
         body = f"<p>{badge('pushed', 'good')} version <code>{esc(version)}</code> in <code>{esc(directory)}</code></p>"
         if not os.path.isdir(directory):
             return section("model", title, body + '<p class="warning">That directory no longer exists.</p>')
         model_dir = directory
     else:
-        reason = push.get("reason") or why_missing(summary, "push") or "nothing was pushed"
+        reason = push.reason or why_missing(summary, "push") or "nothing was pushed"
         body = f"<p>{badge('not pushed', 'neutral')} {esc(reason)}</p>"
         model_uri = artifacts.output_uri(summary, "train", "model")
         model_dir = artifacts.saved_model_dir(model_uri) if model_uri else None

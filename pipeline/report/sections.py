@@ -8,38 +8,36 @@ about the model are in results.py.
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 
-from dtfx.pipeline.config import STAGES
+from dtfx.components.names import STAGES
 from dtfx.pipeline.report import artifacts, svg
 from dtfx.pipeline.report.markup import badge, esc, not_run, section, table, unavailable
 from dtfx.pipeline.report.svg import fmt
+from dtfx.pipeline.run_summary import RunSummary
 
 STATUS_BADGE = {"ran": "good", "cached": "info", "failed": "bad", "not_run": "neutral"}
 
 
-def why_missing(summary: dict[str, Any], node: str, output: str | None = None) -> str | None:
+def why_missing(summary: RunSummary, node: str, output: str | None = None) -> str | None:
     """Why node `node` has nothing to show (None when it ran and its `output`, if given, exists)."""
-    entry = artifacts.stage(summary, node)
-    until = summary.get("until")
+    entry = summary.stage(node)
+    until = summary.until
     if entry is None:
         stage = node if node in STAGES else None
         if until in STAGES and stage and STAGES.index(stage) > STAGES.index(until):
             return f"--until {until} stopped the run before the {stage} stage"
-        pusher = ((summary.get("config") or {}).get("pusher") or {}).get("enabled")
+        pusher = (summary.config.get("pusher") or {}).get("enabled")
         if node == "push" and pusher is False:
             return "pusher.enabled is false"
         return f"the {node} stage is not part of this run"
-    status = entry.get("status")
-    if status == "failed":
-        message = (summary.get("error") or {}).get("message", "")
+    if entry.status == "failed":
+        message = summary.error.message if summary.error else ""
         return "the stage failed" + (f": {message}" if message else "")
-    if status not in ("ran", "cached"):
-        return "an earlier stage failed" if summary.get("error") else "the stage did not run"
+    if entry.status not in ("ran", "cached"):
+        return "an earlier stage failed" if summary.error else "the stage did not run"
     if output and not artifacts.output_uri(summary, node, output):
-        uri = (entry.get("outputs") or {}).get(output)
+        uri = entry.outputs.get(output)
         return f"its output {output} no longer exists ({uri})" if uri else f"summary.json records no {output} output"
     return None
 
@@ -47,14 +45,13 @@ def why_missing(summary: dict[str, Any], node: str, output: str | None = None) -
 # --- pipeline graph --------------------------------------------------------------------------
 
 
-def graph_section(summary: dict[str, Any]) -> str:
+def graph_section(summary: RunSummary) -> str:
     """The pipeline as boxes and arrows, including the stages this run left out."""
     nodes = []
-    present = {entry.get("stage") for entry in summary.get("stages", [])}
-    for entry in summary.get("stages", []):
-        status = entry.get("status", "not_run")
-        note = why_missing(summary, entry.get("node", "")) if status in ("failed", "not_run") else ""
-        nodes.append(svg.GraphNode(entry.get("node", "?"), status, entry.get("seconds"), note or ""))
+    present = {entry.stage for entry in summary.stages}
+    for entry in summary.stages:
+        note = why_missing(summary, entry.node) if entry.status in ("failed", "not_run") else ""
+        nodes.append(svg.GraphNode(entry.node, entry.status, entry.seconds, note or ""))
     for stage in STAGES:
         if stage not in present:
             nodes.append(svg.GraphNode(stage, "not_run", None, why_missing(summary, stage) or ""))
@@ -111,7 +108,7 @@ def _feature_row(feature, num_examples: int) -> list[str]:
     return [esc(name), esc(type_name), esc(fmt(count)), esc(fmt(missing)) + esc(share), summary_html, picture]
 
 
-def statistics_section(summary: dict[str, Any]) -> str:
+def statistics_section(summary: RunSummary) -> str:
     """Per split and feature: counts, missing values, a numeric summary or top values, and a distribution."""
     title = "Data statistics"
     reason = why_missing(summary, "statistics", "statistics")
@@ -131,10 +128,10 @@ def statistics_section(summary: dict[str, Any]) -> str:
     return section("statistics", title, body)
 
 
-def config_section(summary: dict[str, Any]) -> str:
+def config_section(summary: RunSummary) -> str:
     """The config the run used, folded away."""
-    config = summary.get("config")
-    if not isinstance(config, dict):
+    config = summary.config
+    if not config:
         return section("config", "Config", '<p class="muted">summary.json does not include the config.</p>', "not-run")
     text = yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=110)
     return section("config", "Config", f"<details><summary>the config of this run</summary><pre>{esc(text)}</pre></details>")

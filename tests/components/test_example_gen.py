@@ -26,6 +26,7 @@ from dtfx.components.errors import DataError
 from dtfx.components.example_gen import encode, executor, sources
 from dtfx.components.example_gen.component import ShardedExampleGen, split_data_path
 from dtfx.components.example_gen.options import IngestOptions
+from dtfx.pipeline.config import ShardingSection
 
 HEADER = ["id", "x", "n", "colour", "label"]
 COLOURS = ["red", "green", "blue", "NA", ""]
@@ -46,11 +47,16 @@ def write_csv(path: Path, rows: list[list[str]], header: list[str] = HEADER) -> 
     return path
 
 
+def ingest_options(label: str = "label", **sharding) -> IngestOptions:
+    """The options the builder makes from the shipped config's data.sharding, with `sharding` changed."""
+    return IngestOptions(label=label, **{**ShardingSection().model_dump(), **sharding})
+
+
 def run_example_gen(data_path: Path | str, out: Path, label: str = "label", splits: dict[str, int] | None = None,
                     **sharding) -> standard_artifacts.Examples:
     """Builds the component as the pipeline builder does and runs its executor's Do on its exec properties."""
-    component = ShardedExampleGen(data_path=str(data_path), label=label, splits=splits or {"train": 4, "eval": 1},
-                                  **sharding)
+    component = ShardedExampleGen(data_path=str(data_path), splits=splits or {"train": 4, "eval": 1},
+                                  options=ingest_options(label, **sharding))
     properties = dict(component.exec_properties)  # proto parameters are JSON strings here, as the executor gets them
     examples = standard_artifacts.Examples()
     examples.uri = str(out)
@@ -352,16 +358,18 @@ def test_data_path_becomes_input_base_and_pattern(tmp_path):
 
 
 def test_component_options_round_trip_through_the_custom_config(tmp_path):
-    component = ShardedExampleGen(data_path=str(tmp_path / "x.csv"), label="y", splits={"train": 3, "eval": 1},
-                                  num_shards=7, strategy="random", key=None, seed=2**62 + 1)
+    options = IngestOptions(label="y", num_shards=7, strategy="random", key=None, seed=2**62 + 1)
+    component = ShardedExampleGen(data_path=str(tmp_path / "x.csv"), splits={"train": 3, "eval": 1}, options=options)
     assert component.outputs["examples"].type_name == "Examples"
     # TFX keeps proto parameters as JSON in exec_properties, which is what the executor receives.
-    assert IngestOptions.from_custom_config(component.exec_properties["custom_config"]) == IngestOptions(
-        label="y", num_shards=7, strategy="random", key=None, seed=2**62 + 1)
+    assert IngestOptions.from_custom_config(component.exec_properties["custom_config"]) == options
+    assert IngestOptions.from_json(options.to_json()) == options
     output_config = json.loads(component.exec_properties["output_config"])
     assert [(s["name"], s["hash_buckets"]) for s in output_config["split_config"]["splits"]] == [("train", 3), ("eval", 1)]
     with pytest.raises(ValueError):
-        ShardedExampleGen(data_path=str(tmp_path / "x.csv"), label="y", splits={"train": 1}, strategy="zigzag")
+        ingest_options("y", strategy="zigzag")
+    with pytest.raises(TypeError):  # every option must be given: the defaults are the config's
+        IngestOptions(label="y", num_shards=2)
 
 
 # --- in a real pipeline ----------------------------------------------------------------------
@@ -379,7 +387,7 @@ def test_in_a_local_pipeline_with_statistics_then_cached_then_rerun_when_the_dat
     connection = metadata.sqlite_metadata_connection_config(str(tmp_path / "metadata.sqlite"))
 
     def run_pipeline():
-        example_gen = ShardedExampleGen(data_path=str(data), label="label", splits={"train": 4, "eval": 1}, num_shards=2)
+        example_gen = ShardedExampleGen(data_path=str(data), splits={"train": 4, "eval": 1}, options=ingest_options(num_shards=2))
         statistics = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
         pipeline = tfx.dsl.Pipeline(
             pipeline_name="ingest-test", pipeline_root=str(tmp_path / "root"), components=[example_gen, statistics],

@@ -73,8 +73,8 @@ def test_drift_against_the_last_data_that_passed_stops_at_the_gate(write_config,
         assert result.returncode == 2, (feature, result.stdout + result.stderr)
         assert "anomal" in result.stdout and f": {feature}: " in result.stdout, (feature, result.stdout)
         assert "Traceback" not in result.stdout + result.stderr
-        gate = next(s for s in summary_of(result)["stages"] if s["node"] == "anomaly_gate")
-        assert gate["status"] == "failed"
+        gate = summary_of(result).stage("anomaly_gate")
+        assert gate.status == "failed"
 
     data.write_text("")
     empty = run_dtfx("run", str(config))
@@ -88,7 +88,7 @@ def test_failed_threshold_and_nan_loss_push_nothing_and_keep_the_serving_model(w
     serving = tmp_path / "outputs" / "gates" / "serving"
     first = run_dtfx("run", str(config))
     assert first.returncode == 0, first.stdout + first.stderr
-    assert summary_of(first)["push"]["pushed"]
+    assert summary_of(first).push.pushed
     (version,) = versions(serving)
     model_file = serving / version / "saved_model.pb"
     before = model_file.stat().st_mtime_ns
@@ -97,16 +97,16 @@ def test_failed_threshold_and_nan_loss_push_nothing_and_keep_the_serving_model(w
     unmet = run_dtfx("run", str(config), "--set", "evaluator.thresholds.example_count.lower_bound=1000000")
     assert unmet.returncode == 0, unmet.stdout + unmet.stderr
     summary = summary_of(unmet)
-    assert not summary["evaluator"]["blessed"] and not summary["push"]["pushed"]
-    assert "not blessed" in summary["push"]["reason"] and "example_count" in summary["push"]["reason"]
+    assert not summary.evaluator.blessed and not summary.push.pushed
+    assert "not blessed" in summary.push.reason and "example_count" in summary.push.reason
     assert "not pushed: the model was not blessed" in unmet.stdout
-    status = {s["node"]: s["status"] for s in summary["stages"]}
+    status = {s.node: s.status for s in summary.stages}
     assert status["train"] == "cached" and status["evaluate"] == "ran"
 
     nan = run_dtfx("run", str(config), "--set", "trainer.learning_rate=1e38")
     assert nan.returncode == 2, nan.stdout + nan.stderr
     assert "NaN" in nan.stdout and "Traceback" not in nan.stdout + nan.stderr
-    status = {s["node"]: s["status"] for s in summary_of(nan)["stages"]}
+    status = {s.node: s.status for s in summary_of(nan).stages}
     assert status["train"] == "failed" and status["push"] == "not_run"
 
     assert versions(serving) == [version] and model_file.stat().st_mtime_ns == before
@@ -134,10 +134,10 @@ def test_a_killed_run_resumes_from_cache_and_pushes_once(write_config, tmp_path)
 
     again = run_dtfx("run", str(config))
     assert again.returncode == 0, again.stdout + again.stderr
-    status = {s["node"]: s["status"] for s in summary_of(again)["stages"]}
+    status = {s.node: s.status for s in summary_of(again).stages}
     assert all(status[node] == "cached" for node in ("ingest", "statistics", "schema", "validation", "transform"))
     assert status["train"] == "ran" and status["push"] == "ran"
-    train_log = next(p for p in sorted(runs.glob("*/dtfx.log")) if p.parent.name == summary_of(again)["run_dir"].split("/")[-1])
+    train_log = next(p for p in sorted(runs.glob("*/dtfx.log")) if p.parent.name == summary_of(again).run_dir.split("/")[-1])
     assert "Epoch 1/" not in train_log.read_text(errors="replace"), "the rerun started training from scratch"
     assert len(versions(tmp_path / "outputs" / "gates" / "serving")) == 1
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import csv
-import json
 import random
 from pathlib import Path
 
 import pytest
 
+from dtfx.pipeline.run_summary import RunSummary
 from tests.conftest import run_dtfx
 
 pytestmark = pytest.mark.slow
@@ -22,9 +22,10 @@ def penguin_rows() -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def summary_of(result) -> dict:
+def summary_of(result) -> RunSummary:
+    """The run summary whose path `dtfx run` printed."""
     line = next(line for line in result.stdout.splitlines() if line.startswith("summary: "))
-    return json.loads(Path(line.split()[1]).read_text())
+    return RunSummary.read(str(Path(line.split()[1]).parent))
 
 
 def column_kinds(rows: list[dict[str, str]]) -> dict[str, str]:
@@ -77,12 +78,12 @@ def test_default_config_pushes_a_servable_penguin_model_then_reuses_the_cache(wr
     first = run_dtfx("run", str(config))
     assert first.returncode == 0, first.stdout + first.stderr
     summary = summary_of(first)
-    assert summary["status"] == "succeeded"
-    assert {s["status"] for s in summary["stages"]} == {"ran"}
-    assert summary["trainer"]["replicas"] == 2 and summary["trainer"]["examples_per_second"] > 0
-    assert summary["evaluator"]["blessed"] and summary["evaluator"]["metrics"]["accuracy"] >= 0.8
-    pushed = summary["push"]["directory"]
-    assert summary["push"]["pushed"] and (Path(pushed) / "saved_model.pb").exists()
+    assert summary.status == "succeeded"
+    assert {s.status for s in summary.stages} == {"ran"}
+    assert summary.trainer.replicas == 2 and summary.trainer.examples_per_second > 0
+    assert summary.evaluator.blessed and summary.evaluator.metrics["accuracy"] >= 0.8
+    pushed = summary.push.directory
+    assert summary.push.pushed and (Path(pushed) / "saved_model.pb").exists()
     assert f"pushed: {pushed}" in first.stdout
 
     rows = penguin_rows()
@@ -96,8 +97,8 @@ def test_default_config_pushes_a_servable_penguin_model_then_reuses_the_cache(wr
     second = run_dtfx("run", str(config))
     assert second.returncode == 0, second.stdout + second.stderr
     again = summary_of(second)
-    assert {s["status"] for s in again["stages"]} == {"cached"}
-    assert again["push"]["directory"] == pushed
+    assert {s.status for s in again.stages} == {"cached"}
+    assert again.push.directory == pushed
     assert [p.name for p in Path(pushed).parent.iterdir() if not p.name.startswith(".")] == [Path(pushed).name]
 
 
@@ -136,10 +137,10 @@ def test_any_csv_with_missing_values_trains_from_config_alone(write_config, tmp_
     result = run_dtfx("run", str(config))
     assert result.returncode == 0, result.stdout + result.stderr
     summary = summary_of(result)
-    assert summary["push"]["pushed"], summary
+    assert summary.push.pushed, summary
     with open(data) as handle:
         rows = list(csv.DictReader(handle))
-    outputs = serve(summary["push"]["directory"], serialized_examples(rows, drop="label"))
+    outputs = serve(summary.push.directory, serialized_examples(rows, drop="label"))
     predicted = [int(value.decode()) for value in outputs["predicted_class"]]
     assert sum(p == int(row["label"]) for p, row in zip(predicted, rows, strict=True)) / len(rows) >= 0.75
 
@@ -158,9 +159,9 @@ def test_regression_until_evaluate_reports_metrics_and_pushes_nothing(write_conf
     result = run_dtfx("run", str(config), "--until", "evaluate")
     assert result.returncode == 0, result.stdout + result.stderr
     summary = summary_of(result)
-    assert [s["stage"] for s in summary["stages"] if s["status"] == "ran"][-1] == "evaluate"
-    assert summary["evaluator"]["metrics"]["mean_absolute_error"] < 1000 and summary["evaluator"]["blessed"]
-    assert not summary["push"]["pushed"] and "--until evaluate" in summary["push"]["reason"]
+    assert [s.stage for s in summary.stages if s.status == "ran"][-1] == "evaluate"
+    assert summary.evaluator.metrics["mean_absolute_error"] < 1000 and summary.evaluator.blessed
+    assert not summary.push.pushed and "--until evaluate" in summary.push.reason
     assert not (tmp_path / "outputs" / "weights" / "serving").exists()
 
 
@@ -189,9 +190,9 @@ def test_anomalies_stop_the_run_before_transform(write_config, tmp_path):
     assert "colour" in result.stdout and "anomal" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
     summary = summary_of(result)
-    status = {s["node"]: s["status"] for s in summary["stages"]}
+    status = {s.node: s.status for s in summary.stages}
     assert status["anomaly_gate"] == "failed" and status["transform"] == "not_run" and status["push"] == "not_run"
-    assert not summary["push"]["pushed"]
+    assert not summary.push.pushed
     assert "resume with: dtfx run" in result.stdout
 
 
@@ -207,13 +208,13 @@ def test_shipped_taxi_config_trains_on_real_messy_data_and_serves_it(write_confi
     assert result.returncode == 0, result.stdout + result.stderr
     summary = summary_of(result)
     threshold = config["evaluator"]["thresholds"]["mean_absolute_error"]["upper_bound"]
-    assert summary["evaluator"]["metrics"]["mean_absolute_error"] < threshold and summary["push"]["pushed"]
+    assert summary.evaluator.metrics["mean_absolute_error"] < threshold and summary.push.pushed
 
     with open(resolve_path(config["data"]["path"])) as handle:
         rows = list(csv.DictReader(handle))[:500]
     features = set(config["features"]["numeric"]) | set(config["features"]["categorical"])
     served = [{name: value for name, value in row.items() if name in features} for row in rows]
-    predictions = serve(summary["push"]["directory"], serialized_examples(served, drop="tips"))["predictions"]
+    predictions = serve(summary.push.directory, serialized_examples(served, drop="tips"))["predictions"]
     assert predictions.shape[0] == len(rows)
     error = sum(abs(float(p) - float(row["tips"])) for p, row in zip(predictions.ravel(), rows, strict=True)) / len(rows)
     assert error < threshold

@@ -111,7 +111,8 @@ def test_every_step_runs_dtfx_entrypoint_from_the_image(spec):
         assert "--json_serialized_inputs_spec_args" in container["args"], label
     # The step code is named by module path and comes from the image; nothing is uploaded.
     parameters = spec["root"]["dag"]["tasks"]["transform"]["inputs"]["parameters"]
-    assert parameters["preprocessing_fn"]["runtimeValue"]["constant"] == "dtfx.components.transform.preprocessing.preprocessing_fn"
+    preprocessing_fn = parameters["preprocessing_fn"]["runtimeValue"]["constant"]
+    assert preprocessing_fn == "dtfx.components.transform.preprocessing.preprocessing_fn"
     assert "module_file" not in parameters and "module_path" not in parameters
 
 

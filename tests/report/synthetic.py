@@ -7,7 +7,6 @@ running anything.
 
 from __future__ import annotations
 
-import json
 import re
 import struct
 from pathlib import Path
@@ -17,6 +16,9 @@ from xml.etree import ElementTree
 from tensorboard.compat.proto import event_pb2, meta_graph_pb2, summary_pb2, types_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
+from dtfx.components.trainer.stats import TrainStats
+from dtfx.pipeline.run_summary import SCHEMA_VERSION, RunSummary
+
 NODES = ["ingest", "statistics", "schema", "validation", "anomaly_gate", "transform", "train", "baseline", "evaluate", "push"]
 STAGE_OF = {"anomaly_gate": "validation", "baseline": "evaluate"}
 CONFIG = {
@@ -25,6 +27,13 @@ CONFIG = {
     "evaluator": {"thresholds": {"accuracy": {"lower_bound": 0.8, "upper_bound": None, "max_regression": None}}},
     "pusher": {"enabled": True, "serving_dir": None},
 }
+
+
+# The metric cell of the evaluation table: its name and which way is better (from the metrics registry).
+ACCURACY_CELL = '<td>accuracy <span class="small muted">higher is better</span></td>'
+# What a run summary holds about a training besides the figures a test sets.
+TRAINER_FIGURES = {"strategy": "mirrored", "replicas": 1, "global_batch_size": 8, "per_replica_batch_size": 8,
+                   "train_steps": 30, "seconds": 2.5, "examples_per_second": 96.0, "parameters": 307}
 
 
 def stage_entry(node: str, status: str, outputs: dict[str, str] | None = None, seconds: float = 1.5) -> dict[str, Any]:
@@ -75,8 +84,9 @@ def write_model_run(directory: Path) -> Path:
         "accuracy": [0.5, 0.8, 0.9],
         "val_accuracy": [0.4, 0.8, 0.85],
     }
-    stats = {"strategy": "mirrored", "replicas": 2, "global_batch_size": 8, "train_steps": 30, "history": history}
-    (directory / "train_stats.json").write_text(json.dumps(stats))
+    stats = TrainStats(strategy="mirrored", replicas=2, global_batch_size=8, per_replica_batch_size=4, train_steps=30,
+                       seconds=2.5, examples_per_second=96.0, parameters=307, history=history)
+    stats.write(str(directory))
     validation = directory / "validation"
     validation.mkdir()
     records = [event_pb2.Event(wall_time=1.0, file_version="brain.Event:2").SerializeToString()]
@@ -125,12 +135,32 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def write_summary(run_dir: Path, summary: dict[str, Any]) -> Path:
-    """Writes summary.json (with defaults for the keys every summary has) into `run_dir`."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    full = {"pipeline": "toy", "run_dir": str(run_dir), "log": str(run_dir / "dtfx.log"), "until": None, "seconds": 12.0}
+def make_summary(run_dir: Path, summary: dict[str, Any]) -> RunSummary:
+    """A RunSummary from `summary` (as summary.json holds it) over defaults for what every summary has.
+
+    The default config is empty, as a summary whose config cannot be shown.
+    """
+    full = {
+        "schema_version": SCHEMA_VERSION,
+        "pipeline": "toy",
+        "run_dir": str(run_dir),
+        "log": str(run_dir / "dtfx.log"),
+        "until": None,
+        "seconds": 12.0,
+        "status": "succeeded",
+        "run_id": "run-1",
+        "config": {},
+        "stages": [],
+        "push": {"pushed": False},
+    }
     full.update(summary)
-    (run_dir / "summary.json").write_text(json.dumps(full))
+    return RunSummary.from_dict(full)
+
+
+def write_summary(run_dir: Path, summary: dict[str, Any]) -> Path:
+    """Writes summary.json into `run_dir` (see make_summary) and returns the directory."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    make_summary(run_dir, summary).write(str(run_dir))
     return run_dir
 
 

@@ -10,7 +10,7 @@ from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.report import build_report, evaluation, page
 from dtfx.pipeline.report.__main__ import main as report_main
 from tests.report import synthetic
-from tests.report.synthetic import CONFIG, stage_entry
+from tests.report.synthetic import ACCURACY_CELL, CONFIG, TRAINER_FIGURES, stage_entry
 
 
 def sections_by_state(html: str) -> dict[str, str]:
@@ -107,7 +107,7 @@ def test_training_and_model_sections_from_real_file_formats(tmp_path):
         {
             "stages": stages,
             "status": "succeeded",
-            "trainer": {"replicas": 2, "examples_per_second": 99.5},
+            "trainer": {**TRAINER_FIGURES, "replicas": 2, "examples_per_second": 99.5},
             "push": {"pushed": True, "directory": str(serving)},
         },
     )
@@ -144,7 +144,7 @@ def test_evaluation_rows_show_values_thresholds_and_failures(tmp_path, monkeypat
     html = render(run_dir)
     assert "not blessed" in html and "Slice: island = Dream" in html
     assert "<th>last pushed</th><th>change</th>" in html
-    assert "<td>accuracy</td><td>0.7</td><td>0.9</td><td>-0.2</td><td>≥ 0.8</td>" in html
+    assert ACCURACY_CELL + "<td>0.7</td><td>0.9</td><td>-0.2</td><td>≥ 0.8</td>" in html
     assert "below 0.8" in html and "accuracy (value) = 0.7: x" in html
 
 
@@ -157,10 +157,14 @@ def test_evaluation_falls_back_to_the_summary_when_tfma_cannot_read(tmp_path, mo
     stages = [stage_entry("evaluate", "ran", {"evaluation": str(tmp_path / "evaluation")})]
     run_dir = synthetic.write_summary(
         tmp_path / "run",
-        {"stages": stages, "status": "succeeded", "evaluator": {"metrics": {"accuracy": 0.95}, "blessed": True}},
+        {
+            "stages": stages,
+            "status": "succeeded",
+            "evaluator": {"metrics": {"accuracy": 0.95}, "blessed": True, "failed_thresholds": []},
+        },
     )
     html = render(run_dir)
-    assert "TFMA could not read" in html and "<td>accuracy</td><td>0.95</td>" in html
+    assert "TFMA could not read" in html and ACCURACY_CELL + "<td>0.95</td>" in html
     assert "Thresholds unknown" in html  # no config in the summary, no eval_config.json
 
 
@@ -172,9 +176,12 @@ def test_thresholds_come_from_eval_config_when_the_summary_has_no_config(tmp_pat
         ' "changeThreshold": {"direction": "LOWER_IS_BETTER", "absolute": 0.5}}},'
         '{"className": "ExampleCount", "config": "{\\"name\\": \\"example_count\\"}"}]}]}}'
     )
-    assert evaluation.thresholds({}, str(tmp_path)) == {"mean_absolute_error": {"upper_bound": 3.5, "max_regression": 0.5}}
-    assert evaluation.thresholds({"config": CONFIG}, str(tmp_path)) == {"accuracy": {"lower_bound": 0.8}}
-    assert evaluation.thresholds({}, None) is None
+    without_config = synthetic.make_summary(tmp_path, {})
+    expected = {"mean_absolute_error": {"upper_bound": 3.5, "max_regression": 0.5}}
+    assert evaluation.thresholds(without_config, str(tmp_path)) == expected
+    with_config = synthetic.make_summary(tmp_path, {"config": CONFIG})
+    assert evaluation.thresholds(with_config, str(tmp_path)) == {"accuracy": {"lower_bound": 0.8}}
+    assert evaluation.thresholds(without_config, None) is None
 
 
 def test_a_section_that_raises_becomes_unavailable_and_the_rest_renders(tmp_path, monkeypatch):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import struct
 import subprocess
 import sys
@@ -11,8 +10,9 @@ import pytest
 
 from dtfx.pipeline.report import REPORT_FILE
 from dtfx.pipeline.report.browser import Chromium, find_chromium
+from dtfx.pipeline.run_summary import RunSummary
 from tests.conftest import ROOT
-from tests.report.synthetic import external_references, svg_elements
+from tests.report.synthetic import ACCURACY_CELL, external_references, svg_elements
 from tests.report.test_page import sections_by_state
 
 pytestmark = pytest.mark.slow
@@ -42,13 +42,13 @@ def read(run_dir) -> str:
 def test_report_of_a_whole_run_has_every_section(penguin_runs):
     html = read(penguin_runs["full"])
     assert set(sections_by_state(html).values()) == {""}, sections_by_state(html)
-    nodes = json.loads((penguin_runs["full"] / "summary.json").read_text())["stages"]
+    nodes = RunSummary.read(str(penguin_runs["full"])).stages
     assert html.count('class="node status-ran"') + html.count('class="node status-cached"') == len(nodes) >= 9
     assert "train split: " in html and "eval split: " in html
     assert html.count('class="histogram"') >= 10 and html.count('class="histogram bars"') >= 6
     # Loss and accuracy per epoch, and the validation scalars TensorBoard recorded per optimizer step.
     assert html.count('class="curve"') >= 4 and "evaluation_loss_vs_iterations" in html
-    assert "<td>accuracy</td>" in html and "≥ 0.3" in html and "passed" in html and ">blessed<" in html
+    assert ACCURACY_CELL in html and "≥ 0.3" in html and "passed" in html and ">blessed<" in html
     assert "Signature serving_default" in html and "<td>input</td><td>examples</td><td>string</td>" in html
     assert "<td>output</td><td>predicted_class</td>" in html
     assert not external_references(html)

@@ -45,14 +45,17 @@ def train(data_dir: str, strategy_name: str, devices: int, steps: int) -> dict:
     import tf_keras as keras
 
     from dtfx.components.trainer import dataset, model
-    from dtfx.components.trainer.devices import make_strategy
+    from dtfx.components.trainer.devices import make_strategy, worker_count
     from dtfx.components.trainer.run_fn import compile_model
+    from dtfx.pipeline.config import DistributionSection
 
-    strategy = make_strategy(strategy_name, devices)
+    # As the builder hands trainer.distribution to the step; devices is a setting of `mirrored` only.
+    chosen = {"strategy": strategy_name, **({"devices": devices} if strategy_name == "mirrored" else {})}
+    strategy = make_strategy(DistributionSection(**chosen).settings())
     spec = {name: tf.io.FixedLenFeature([], tf.float32) for name in FEATURE_NAMES[:3]}
     spec["colour_xf"] = tf.io.FixedLenFeature([], tf.int64)
     spec["label_xf"] = tf.io.FixedLenFeature([], tf.int64)
-    workers = getattr(strategy.extended, "_num_workers", 1)
+    workers = worker_count(strategy)
     data = dataset.make_dataset(
         [os.path.join(data_dir, "part-*")],
         spec,

@@ -72,7 +72,7 @@ def free_port() -> int:
 
 def test_two_worker_processes_match_one_replica(tmp_path, data_dirs):
     data = data_dirs / "one_file"  # one file: records are sharded between workers (DATA policy)
-    cluster = {"worker": [f"localhost:{free_port()}", f"localhost:{free_port()}"]}
+    cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
     workers = [
         train(
             tmp_path,

@@ -1,0 +1,40 @@
+"""Names that more than one layer uses: stages, pipeline node ids, output keys and file names.
+
+Defined once here, in the lowest layer, because the steps write what the runners, the
+summary and the report read (the CLI's `--until` takes the stage names too).
+"""
+
+from __future__ import annotations
+
+# The stages of a pipeline, in order; `dtfx run --until STAGE` stops after one.
+STAGES = ("ingest", "statistics", "schema", "validation", "transform", "train", "evaluate", "push")
+
+# Pipeline nodes that belong to a stage without being named after it.
+GATE_ID = "anomaly_gate"
+BASELINE_ID = "baseline"
+REFERENCE_ID = "reference_schema"
+STAGE_OF_NODE = {GATE_ID: "validation", BASELINE_ID: "evaluate", REFERENCE_ID: "schema"}
+
+# Output keys of the TFX components whose artifacts the run summary and the report read.
+STATISTICS_OUTPUT = "statistics"
+SCHEMA_OUTPUT = "schema"
+ANOMALIES_OUTPUT = "anomalies"
+MODEL_RUN_OUTPUT = "model_run"
+EVALUATION_OUTPUT = "evaluation"
+BLESSING_OUTPUT = "blessing"
+PUSHED_MODEL_OUTPUT = "pushed_model"
+
+# Written by the Trainer's run_fn into its model-run directory: figures and metrics per epoch.
+TRAIN_STATS_FILE = "train_stats.json"
+# The suffix of a feature's name after Transform.
+TRANSFORMED_SUFFIX = "_xf"
+
+
+def stage_of(node_id: str) -> str:
+    """The stage a pipeline node belongs to (`--until` and the run summary speak in stages)."""
+    return STAGE_OF_NODE.get(node_id, node_id)
+
+
+def transformed_name(name: str) -> str:
+    """The name a raw column has after Transform."""
+    return name + TRANSFORMED_SUFFIX

@@ -1,0 +1,51 @@
+"""TrainStats: what the Trainer's run_fn reports about a training, as `train_stats.json` in its model-run directory.
+
+The run summary and the report read it back; this class is the contract between them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Self
+
+from dtfx.components.names import TRAIN_STATS_FILE
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainStats:
+    strategy: str
+    replicas: int
+    global_batch_size: int
+    per_replica_batch_size: int
+    train_steps: int
+    seconds: float  # of `fit`, validation included
+    examples_per_second: float  # training steps only
+    parameters: int
+    history: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # Keras metrics per epoch
+
+    def figures(self) -> dict[str, Any]:
+        """Every figure but the per-epoch history."""
+        return {key: value for key, value in dataclasses.asdict(self).items() if key != "history"}
+
+    def write(self, model_run_dir: str) -> None:
+        import tensorflow as tf  # the model-run directory may be on an object store
+
+        tf.io.gfile.makedirs(model_run_dir)
+        with tf.io.gfile.GFile(os.path.join(model_run_dir, TRAIN_STATS_FILE), "w") as handle:
+            handle.write(json.dumps(dataclasses.asdict(self), indent=2))
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Self:
+        names = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in values.items() if key in names})
+
+    @classmethod
+    def read(cls, model_run_dir: str) -> Self | None:
+        """The stats of a local model-run directory; None when there are none (the training failed or did not run)."""
+        path = os.path.join(model_run_dir, TRAIN_STATS_FILE)
+        if not os.path.isfile(path):
+            return None
+        with open(path, encoding="utf-8") as handle:
+            return cls.from_dict(json.load(handle))

@@ -1,0 +1,16 @@
+"""What the Transform step's preprocessing_fn needs from the config."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dtfx.components.step_options import StepOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformOptions(StepOptions):
+    label: str
+    task: str  # classification | regression
+    numeric: list[str] | None  # None with categorical None: kinds inferred from the column types
+    categorical: list[str] | None
+    oov_buckets: int  # vocabulary buckets for categories unseen in the training data

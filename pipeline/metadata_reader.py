@@ -1,0 +1,111 @@
+"""What a run did, read back from ML Metadata and the artifacts: the stages, training, evaluation and push."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from dtfx.components.names import (
+    BLESSING_OUTPUT,
+    EVALUATION_OUTPUT,
+    MODEL_RUN_OUTPUT,
+    PUSHED_MODEL_OUTPUT,
+    stage_of,
+)
+from dtfx.components.trainer.stats import TrainStats
+from dtfx.pipeline.run_summary import Evaluation, PushResult, StageResult
+
+_STATE = metadata_store_pb2.Execution.State
+STATUS = {_STATE.COMPLETE: "ran", _STATE.CACHED: "cached", _STATE.FAILED: "failed", _STATE.RUNNING: "failed"}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """The parts of a run summary that ML Metadata knows."""
+
+    run_id: str | None
+    stages: list[StageResult]
+    trainer: TrainStats | None = None
+    evaluator: Evaluation | None = None
+    push: PushResult | None = None
+
+
+def read_run(connection_config, pipeline_name: str, node_ids: list[str]) -> RunRecord:
+    """Stages, trainer figures, evaluation and push of the newest run of `pipeline_name` in the store."""
+    store = metadata_store.MetadataStore(connection_config)
+    runs = store.get_contexts_by_type("pipeline_run")
+    if not runs:
+        return RunRecord(run_id=None, stages=[_not_run(node) for node in node_ids])
+    run = max(runs, key=lambda context: (context.create_time_since_epoch, context.id))
+    in_run = {execution.id: execution for execution in store.get_executions_by_context(run.id)}
+    stages: list[StageResult] = []
+    found: dict[str, object] = {}
+    for node in node_ids:
+        context = store.get_context_by_type_and_name("node", f"{pipeline_name}.{node}")
+        executions = [in_run[e.id] for e in store.get_executions_by_context(context.id) if e.id in in_run] if context else []
+        if not executions:
+            stages.append(_not_run(node))
+            continue
+        execution = max(executions, key=lambda e: e.id)
+        status = STATUS.get(execution.last_known_state, "failed")
+        seconds = round((execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000, 1)
+        outputs = _outputs(store, execution.id) if status in ("ran", "cached") else {}
+        uris = {key: artifact.uri for key, artifact in sorted(outputs.items())}
+        stages.append(StageResult(stage_of(node), node, status, status == "cached", seconds, uris))
+        if outputs and node == "train":
+            found["trainer"] = _trainer(outputs)
+        elif outputs and node == "evaluate":
+            found["evaluator"] = _evaluator(outputs)
+        elif outputs and node == "push":
+            found["push"] = _push(outputs)
+    return RunRecord(run_id=run.name, stages=stages, **found)
+
+
+def _not_run(node: str) -> StageResult:
+    return StageResult(stage_of(node), node, "not_run", False, 0.0)
+
+
+def _outputs(store, execution_id: int) -> dict[str, metadata_store_pb2.Artifact]:
+    events = [e for e in store.get_events_by_execution_ids([execution_id]) if e.type == metadata_store_pb2.Event.OUTPUT]
+    artifacts = {a.id: a for a in store.get_artifacts_by_id([e.artifact_id for e in events])}
+    return {event.path.steps[0].key: artifacts[event.artifact_id] for event in events if event.path.steps}
+
+
+def _trainer(outputs) -> TrainStats | None:
+    run = outputs.get(MODEL_RUN_OUTPUT)
+    stats = TrainStats.read(run.uri) if run else None
+    return dataclasses.replace(stats, history={}) if stats else None
+
+
+def _evaluator(outputs) -> Evaluation:
+    import tensorflow_model_analysis as tfma  # heavy; only once there is an evaluation
+
+    evaluation, blessing = outputs.get(EVALUATION_OUTPUT), outputs.get(BLESSING_OUTPUT)
+    metrics = {}
+    for per_slice in tfma.load_metrics(evaluation.uri) if evaluation else []:
+        if per_slice.slice_key.single_slice_keys:
+            continue
+        for item in per_slice.metric_keys_and_values:
+            # With a baseline, TFMA also writes the baseline's value and the difference under the same name.
+            if item.key.model_name in ("", "candidate") and not item.key.is_diff and item.value.HasField("double_value"):
+                metrics[item.key.name] = round(item.value.double_value.value, 6)
+    failures = []
+    if evaluation:
+        result = tfma.load_validation_result(evaluation.uri)
+        for per_slice in result.metric_validations_per_slice:
+            for failure in per_slice.failures:
+                kind = "change against the last pushed model" if failure.metric_key.is_diff else "value"
+                failures.append(
+                    f"{failure.metric_key.name} ({kind}) = {failure.metric_value.double_value.value:.4g}: {failure.message}"
+                )
+    blessed = bool(blessing and blessing.custom_properties["blessed"].int_value) if blessing else False
+    return Evaluation(metrics=metrics, blessed=blessed, failed_thresholds=failures)
+
+
+def _push(outputs) -> PushResult:
+    pushed = outputs.get(PUSHED_MODEL_OUTPUT)
+    if pushed is None or not pushed.custom_properties["pushed"].int_value:
+        return PushResult(pushed=False)
+    return PushResult(pushed=True, directory=pushed.custom_properties["pushed_destination"].string_value)
