@@ -47,7 +47,7 @@ figures are only comparable within a run.
 
 Tracing Keras' train step converts every tf_keras function it calls with AutoGraph: TensorFlow
 exempts the `keras` package from AutoGraph, not `tf_keras`, which made the first `fit` take
-25-35 s here. run_fn exempts `tf_keras` too (`dtfx.components.trainer.tracing`; it changes tracing
+25-35 s here. run_fn exempts `tf_keras` too (`dtfx.components.compat`; it changes tracing
 time, not the graph), and so does this benchmark; `--convert-tf-keras` keeps TensorFlow's behaviour.
 
 Prints a table of every figure and ratio; exits 1 if a target is missed. One run takes about
@@ -142,7 +142,7 @@ def setup_tensorflow(args: argparse.Namespace) -> None:
     if args.inter_op_threads:
         tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     if not args.convert_tf_keras:
-        from dtfx.components.trainer.tracing import exempt_tf_keras_from_autograph
+        from dtfx.components.compat import exempt_tf_keras_from_autograph
 
         exempt_tf_keras_from_autograph()
     devices = tf.config.list_logical_devices("CPU")

@@ -1,10 +1,9 @@
-"""Code that runs inside dtfx pipeline steps (locally or in a Kubeflow pod).
+"""Code that runs inside dtfx pipeline steps (locally or in a Kubeflow pod), imported as `dtfx.components`.
 
-dtfx uses tf_keras (Keras 2) everywhere, chosen here once, before any TensorFlow
-import: TensorFlow Transform and TFMA use tf_keras internally, and one process must
-not mix it with Keras 3.
+dtfx uses tf_keras (Keras 2) everywhere, chosen here once, before any TensorFlow import
+(see dtfx.components.compat.use_tf_keras).
 """
 
-import os
+from dtfx.components.compat import use_tf_keras
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
+use_tf_keras()

@@ -15,7 +15,7 @@ from dtfx.pipeline.cli_args import add_config_verb
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.kubeflow.commands import add_commands
 from dtfx.pipeline.report.command import add_command as add_report_command
-from dtfx.pipeline.starter import add_command as add_init_command
+from dtfx.pipeline.starter.command import add_command as add_init_command
 
 EXIT_USER_ERROR = 2
 

@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from dtfx.components.compat import watch_launches
 from dtfx.pipeline import layout
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
@@ -42,7 +43,7 @@ def run_local(
     with stack:
         terminal = stack.enter_context(_logs_to(log_path, verbose))
         if progress:
-            stack.enter_context(_stage_events(stack.enter_context(progress(terminal))))
+            stack.enter_context(watch_launches(stack.enter_context(progress(terminal))))
         from tfx.orchestration import metadata
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
@@ -145,30 +146,3 @@ def _logs_to(log_path: str, verbose: bool) -> Iterator[TextIO]:
         terminal.close()
         root.removeHandler(handler)
         log.close()
-
-
-@contextlib.contextmanager
-def _stage_events(on_event: Callable[[str, str], None]) -> Iterator[None]:
-    """Calls `on_event(node_id, "running"|"finished")` around each component LocalDagRunner launches.
-
-    LocalDagRunner has no hook for this, and its log lines are not reliable (libraries change
-    logging levels mid-run), so the launcher's `launch` is wrapped for the duration of the run.
-    """
-    from tfx.orchestration.portable import launcher
-
-    original = launcher.Launcher.launch
-
-    def launch(self, *args, **kwargs):
-        node = self._pipeline_node.node_info.id
-        on_event(node, "running")
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            on_event(node, "finished")
-
-    launcher.Launcher.launch = launch
-    try:
-        yield
-    finally:
-        launcher.Launcher.launch = original
-

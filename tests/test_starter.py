@@ -12,7 +12,9 @@ from pydantic import BaseModel
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.loader import load_config
-from dtfx.pipeline.starter import add_command, guess, read_sample, write_starter
+from dtfx.pipeline.starter.command import add_command, write_starter
+from dtfx.pipeline.starter.guess import guess
+from dtfx.pipeline.starter.sample import read_sample
 
 
 def write_csv(path, header, rows):
@@ -115,7 +117,7 @@ def test_default_output_is_pipeline_config_name_yaml_and_is_never_overwritten(mi
     ("name", "data", "label", "message"),
     [
         ("Bad Name", "homes.csv", None, "not a valid pipeline name"),
-        ("homes", "nothing.csv", None, "no such file"),
+        ("homes", "nothing.csv", None, "does not exist"),
         ("homes", "homes.csv", "price", "'price' is not a column"),
         ("homes", "empty.csv", None, "the file is empty"),
         ("homes", "label_only.csv", None, "no feature column"),

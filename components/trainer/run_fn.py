@@ -18,10 +18,11 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
 
+from dtfx.components import compat
 from dtfx.components.errors import TrainingError
 from dtfx.components.names import transformed_name
 from dtfx.components.registry.models import MODEL_TYPES
-from dtfx.components.trainer import dataset, devices, serving, tracing
+from dtfx.components.trainer import dataset, devices, serving
 from dtfx.components.trainer.options import TrainerOptions
 from dtfx.components.trainer.stats import TrainStats
 from dtfx.components.trainer.throughput import Throughput
@@ -36,7 +37,7 @@ def run_fn(fn_args) -> None:
     options = TrainerOptions.from_dict(fn_args.custom_config)
     label, task = options.label, options.task
     keras.utils.set_random_seed(options.seed)
-    tracing.exempt_tf_keras_from_autograph()
+    compat.exempt_tf_keras_from_autograph()
     if options.check_numerics:
         tf.debugging.enable_check_numerics()
     tft_output = tft.TFTransformOutput(fn_args.transform_output)

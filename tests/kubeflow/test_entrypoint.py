@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dtfx.components.kfp_entrypoint import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, with_declared_input_types
+from dtfx.components.compat import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, with_declared_input_types
 
 SCHEMA_TYPE = {"instanceSchema": "title: tfx.Schema\ntype: object\n"}
 STATISTICS_TYPE = {"instanceSchema": "title: tfx.ExampleStatistics\ntype: object\n"}

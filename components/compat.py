@@ -1,0 +1,126 @@
+"""Every runtime patch dtfx applies to the libraries it pins, in one place.
+
+Each patch says which upstream behaviour it works around and where that lives, and
+tests/test_compat.py has a test per patch that fails once the pinned version no longer needs
+it (or once the patch no longer fits the library): when one fails after an upgrade, delete the
+patch and its test rather than bend the test. Nothing here imports TensorFlow or TFX at module
+level: `dtfx.components` imports this module before anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator
+
+# --- Keras 2 everywhere ------------------------------------------------------------------------
+
+
+def use_tf_keras() -> None:
+    """Makes `tf.keras` Keras 2 (tf_keras) for this process and its children; call before TensorFlow loads.
+
+    Upstream: TensorFlow 2.16 made `tf.keras` Keras 3 unless TF_USE_LEGACY_KERAS=1 (TF 2.16
+    release notes), while TensorFlow Transform 1.16 and TFMA 0.47 build and load models with
+    tf_keras, and importing tensorflow_transform sets the variable only if it comes first. One
+    process must not mix both, so dtfx decides before any TensorFlow import.
+    """
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
+
+# --- AutoGraph and tf_keras ----------------------------------------------------------------------
+
+
+def exempt_tf_keras_from_autograph() -> None:
+    """Adds `tf_keras` to AutoGraph's do-not-convert rules, once; call before the first `fit`.
+
+    Upstream: tensorflow/python/autograph/core/config.py exempts the `keras` package from
+    conversion (Keras is written to be traced as it is) but not `tf_keras`, the same Keras 2
+    code under the name dtfx uses. Converting it makes every `fit` trace tf_keras' whole
+    training step through AutoGraph: 25-35 s for the first `fit` of a small model on this kind
+    of machine, against 1-3 s without (benchmarks/train.py). A user's own layers are still
+    converted: Keras converts a layer's `call` itself when its caller is traced with AutoGraph on.
+    """
+    from tensorflow.python.autograph.core import config as autograph_config
+
+    rule = autograph_config.DoNotConvert("tf_keras")
+    if not any(str(existing) == str(rule) for existing in autograph_config.CONVERSION_RULES):
+        autograph_config.CONVERSION_RULES = (rule, *autograph_config.CONVERSION_RULES)
+
+
+# --- Kubeflow: typed input artifacts (tensorflow/tfx#7768) ---------------------------------------
+
+EXECUTOR_INPUT_FLAG = "--json_serialized_invocation_args"
+INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"
+
+
+def with_declared_input_types(argv: list[str]) -> list[str]:
+    """`argv` of TFX's Kubeflow V2 entrypoint with every input artifact typed as the component declares it.
+
+    Upstream: tensorflow/tfx#7768. Kubeflow's driver hands a step its input artifacts as it reads
+    them back from ML Metadata, without their type, and TFX 1.16's entrypoint
+    (`kubeflow_v2_run_executor`) needs the type to pick each artifact's class. The declared type
+    is on the same command line (`--json_serialized_inputs_spec_args`, compiled with PipelineSpec
+    schema 2.1), and it always wins: an orchestrator may pass another (kfp.local passes
+    `system.Artifact`, which TFX cannot map to a class). Raises ValueError when the executor
+    input is missing, or when there are input artifacts but no input definitions to type them.
+    """
+    argv = list(argv)
+    position = _value_index(argv, EXECUTOR_INPUT_FLAG)
+    if position is None:
+        raise ValueError(f"{EXECUTOR_INPUT_FLAG} is missing from the command line")
+    executor_input = json.loads(argv[position])
+    inputs = executor_input.get("inputs", {}).get("artifacts", {})
+    if not inputs:
+        return argv
+    spec_position = _value_index(argv, INPUTS_SPEC_FLAG)
+    if spec_position is None:
+        raise ValueError(
+            f"{INPUTS_SPEC_FLAG} is missing, so input artifacts cannot be typed: compile the pipeline with "
+            "KubeflowV2DagRunnerConfig(use_pipeline_spec_2_1=True)"
+        )
+    declared = json.loads(argv[spec_position]).get("artifacts", {})
+    for key, artifact_list in inputs.items():
+        if key not in declared:
+            continue  # not ours to guess: TFX reports the input it cannot read
+        for artifact in artifact_list.get("artifacts", []):
+            artifact["type"] = declared[key]["artifactType"]
+    argv[position] = json.dumps(executor_input)
+    return argv
+
+
+def _value_index(argv: list[str], flag: str) -> int | None:
+    """Index of the value following `flag`, or None when the flag (or its value) is absent."""
+    if flag in argv and argv.index(flag) + 1 < len(argv):
+        return argv.index(flag) + 1
+    return None
+
+
+# --- LocalDagRunner: stage events ----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def watch_launches(on_event: Callable[[str, str], None]) -> Iterator[None]:
+    """Calls `on_event(node_id, "running"|"finished")` around each component LocalDagRunner launches.
+
+    Upstream: TFX 1.16's LocalDagRunner has no hook for this, and its log lines are not reliable
+    (libraries change logging levels mid-run), so `tfx.orchestration.portable.launcher.Launcher.launch`
+    is wrapped for the duration of the run and restored after.
+    """
+    from tfx.orchestration.portable import launcher
+
+    original = launcher.Launcher.launch
+
+    def launch(self, *args, **kwargs):
+        node = self._pipeline_node.node_info.id
+        on_event(node, "running")
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            on_event(node, "finished")
+
+    launcher.Launcher.launch = launch
+    try:
+        yield
+    finally:
+        launcher.Launcher.launch = original

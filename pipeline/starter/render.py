@@ -1,0 +1,118 @@
+"""A config as YAML with a comment on every key, in the style of pipeline_config/penguins.yaml.
+
+The keys come from the config model itself, so that a key added to it later is written too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from dtfx.pipeline.config import Config
+
+COMMENT_COLUMN = 28  # where comments start, as in penguins.yaml
+LONG_LINE = 100  # a list longer than this is written one item per line
+
+# Short comments in the style of penguins.yaml; a key not listed here gets the first sentence
+# of its description in the config model.
+COMMENTS = {
+    "pipeline": "",
+    "pipeline.name": "identifier in ML Metadata and Kubeflow",
+    "pipeline.output_root": "artifacts, metadata, pushed models, run summaries go to <output_root>/<name>/",
+    "pipeline.enable_cache": "reuse stages whose inputs and settings did not change",
+    "data.label": "the column to predict",
+    "data.splits": "relative split sizes",
+    "data.sharding.num_shards": "TFRecord files per split",
+    "data.sharding.strategy": "hash | index | block | random",
+    "data.sharding.key": "column hashed by `hash`; null hashes the whole row",
+    "data.sharding.seed": "seed of `random` and of the train/eval split",
+    "features.vocabulary_oov_buckets": "buckets for categories not seen in training",
+    "schema.path": "a curated schema.pbtxt; null infers it from the data",
+    "validation.fail_on_anomalies": "stop before Transform when the data has anomalies",
+    "trainer.model": "or {module: my_package.models.build_fn}",
+    "trainer.train_steps": "optimizer steps",
+    "trainer.eval_steps": "eval batches after training",
+    "trainer.batch_size": "global batch, split across replicas",
+    "trainer.learning_rate": "Adam, for the global batch",
+    "trainer.seed": "weight initialisation and shuffling",
+    "trainer.distribution.strategy": "mirrored | multi_worker_mirrored | one_device | default",
+    "trainer.distribution.devices": "replicas: a number, or auto (every GPU, else the CPU)",
+    "evaluator.thresholds": "the model is pushed only if every metric is within its bounds",
+    "pusher.enabled": "push a blessed model to the serving directory",
+    "pusher.serving_dir": "null: <output_root>/<name>/serving/<version>/",
+}
+
+
+def _plain(value: Any) -> Any:
+    """Config values as plain YAML data: sections become mappings without their unset (null) keys."""
+    if isinstance(value, BaseModel):
+        return {k: _plain(v) for k, v in value.model_dump(by_alias=True, mode="json").items() if v is not None}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _flow(value: Any) -> str:
+    """One value in YAML flow style on one line: `[a, b]`, `{train: 4, eval: 1}`, `null`, a quoted string if needed."""
+    text = yaml.safe_dump(_plain(value), default_flow_style=True, sort_keys=False, width=10**9, allow_unicode=True)
+    return text.removesuffix("\n...\n").strip()
+
+
+def _comment_for(path: str, description: str | None) -> str:
+    """The comment of a key: from COMMENTS, else the gist of its description (up to a colon, semicolon or bracket)."""
+    if path in COMMENTS:
+        return COMMENTS[path]
+    gist = re.split(r"\. |: |; | \(", description or "")[0].rstrip(".")
+    first_word = gist.split(" ")[0]
+    # "Optimizer steps" reads as a comment in lower case; "CPU" and "PersistentVolumeClaims" stay as they are.
+    return gist[:1].lower() + gist[1:] if first_word[1:].islower() else gist
+
+
+def _line(indent: int, text: str, comment: str) -> str:
+    """`key: value  # comment`, the comment aligned; above the key when the line would be too long."""
+    line = "  " * indent + text
+    if not comment:
+        return line
+    if len(line) + len(comment) + 4 > LONG_LINE + 20:
+        return f"{'  ' * indent}# {comment}\n{line}"
+    return f"{line.ljust(max(COMMENT_COLUMN, len(line) + 2))}# {comment}"
+
+
+def _render(section: BaseModel, path: str, indent: int, notes: dict[str, str]) -> list[str]:
+    """The lines of a config section, a comment on each key; `notes` replaces the comment of a dotted path."""
+    lines = []
+    for name, info in type(section).model_fields.items():
+        key = info.alias or name
+        dotted = f"{path}.{key}" if path else key
+        value = getattr(section, name)
+        comment = notes.get(dotted, _comment_for(dotted, info.description))
+        if isinstance(value, BaseModel) and dotted not in ("trainer.model",):  # the model reads best on one line
+            if indent == 0 and lines:
+                lines.append("")
+            lines.append(_line(indent, f"{_yaml_key(key)}:", comment if indent else ""))
+            lines += _render(value, dotted, indent + 1, notes)
+        elif isinstance(value, dict) and value and all(isinstance(v, BaseModel) for v in value.values()):
+            lines.append(_line(indent, f"{_yaml_key(key)}:", comment))
+            for item, bounds in value.items():
+                lines.append(_line(indent + 1, f"{_yaml_key(item)}: {_flow(bounds)}", notes.get(f"{dotted}.{item}", "")))
+        elif isinstance(value, list) and value and len("  " * indent + f"{key}: {_flow(value)}") > LONG_LINE:
+            lines.append(_line(indent, f"{_yaml_key(key)}:", comment))
+            lines += ["  " * (indent + 1) + f"- {_flow(item)}" for item in value]
+        else:
+            lines.append(_line(indent, f"{_yaml_key(key)}: {_flow(value)}", comment))
+    return lines
+
+
+def _yaml_key(key: str) -> str:
+    """A mapping key as YAML needs it (quoted when it would read as something else, e.g. `null`, `1`, `a: b`)."""
+    return _flow(key)
+
+
+def render_config(config: Config, header: list[str], notes: dict[str, str]) -> str:
+    """The whole config file: header comment lines, then every section and key with its comment."""
+    return "\n".join(["# " + line if line else "#" for line in header] + _render(config, "", 0, notes)) + "\n"

@@ -1,0 +1,110 @@
+"""One test per patch of dtfx.components.compat: the patch works, and the pinned library still needs it.
+
+When a "still needed" assertion fails after an upgrade, the upstream behaviour changed:
+delete the patch (and its test) instead of loosening the assertion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import dtfx.components  # noqa: F401  (tf_keras before TensorFlow)
+
+
+def fresh_python(code: str, **env: str) -> str:
+    """Runs `code` in a new interpreter without dtfx's Keras choice; returns what it printed."""
+    environment = {key: value for key, value in os.environ.items() if key != "TF_USE_LEGACY_KERAS"}
+    environment.update(env, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=environment)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_tf_keras_is_chosen_and_tensorflow_alone_would_give_keras_3():
+    assert os.environ["TF_USE_LEGACY_KERAS"] == "1"
+    # Still needed: without the variable, this TensorFlow's tf.keras is Keras 3, not the tf_keras TFT and TFMA use.
+    assert fresh_python("import tensorflow as tf; print(tf.keras.__version__)").startswith("3.")
+    # The patch works: with dtfx.components imported first, tf.keras is tf_keras (Keras 2).
+    chosen = fresh_python("import dtfx.components, tensorflow as tf; print(tf.keras.Model.__module__.split('.')[0])")
+    assert chosen == "tf_keras"
+
+
+def test_autograph_converts_tf_keras_unless_exempted():
+    # Still needed: the pinned TensorFlow exempts `keras` from AutoGraph but not `tf_keras`.
+    rules = fresh_python(
+        "from tensorflow.python.autograph.core import config as c; print([str(r) for r in c.CONVERSION_RULES])"
+    )
+    assert "DoNotConvert rule for keras" in rules and "DoNotConvert rule for tf_keras" not in rules
+
+
+def test_tf_keras_is_exempt_once_and_user_layers_are_still_converted():
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras as keras
+    from tensorflow.python.autograph.core import config as autograph_config
+    from tensorflow.python.autograph.impl import conversion
+
+    from dtfx.components.compat import exempt_tf_keras_from_autograph
+
+    exempt_tf_keras_from_autograph()
+    exempt_tf_keras_from_autograph()
+    assert sum(str(rule) == "DoNotConvert rule for tf_keras" for rule in autograph_config.CONVERSION_RULES) == 1
+    assert conversion.is_allowlisted(keras.Model.train_step)
+
+    class SignGate(keras.layers.Layer):
+        """Python `if` on a tensor: only runs inside `fit` if AutoGraph converts this `call`."""
+
+        def call(self, inputs):
+            if tf.reduce_sum(inputs) > 0:
+                return inputs
+            return -inputs
+
+    network = keras.Sequential([SignGate(), keras.layers.Dense(1)])
+    network.compile(optimizer="sgd", loss="mse")
+    x = np.ones((8, 2), "float32")
+    history = network.fit(x, x[:, :1], epochs=1, batch_size=4, verbose=0).history
+    assert np.isfinite(history["loss"][0])
+
+
+def test_tfx_entrypoint_still_fails_on_an_untyped_input_artifact():
+    """tensorflow/tfx#7768: TFX's own parsing of an input artifact without a type, as Kubeflow's driver passes it."""
+    import pytest
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils
+
+    from dtfx.components.compat import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, with_declared_input_types
+
+    def input_artifacts(artifacts: dict):
+        executor_input = json_format.ParseDict({"inputs": {"artifacts": artifacts}}, pipeline_spec_pb2.ExecutorInput())
+        return executor_input.inputs.artifacts
+
+    untyped = {"artifacts": [{"name": "7", "uri": "/tmp/schema/1"}]}
+    with pytest.raises(Exception):  # noqa: B017  (the type of the failure is TFX's business; that it fails is the point)
+        kubeflow_v2_entrypoint_utils.parse_raw_artifact_dict(input_artifacts({"schema": untyped}))
+    # The patch types it as the component declared, and TFX then reads it.
+    declared = {"artifacts": {"schema": {"artifactType": {"instanceSchema": "title: tfx.Schema\ntype: object\n"}}}}
+    executor_input = {"inputs": {"artifacts": {"schema": untyped}}}
+    argv = [EXECUTOR_INPUT_FLAG, json.dumps(executor_input), INPUTS_SPEC_FLAG, json.dumps(declared)]
+    typed = json.loads(with_declared_input_types(argv)[1])["inputs"]["artifacts"]
+    parsed = kubeflow_v2_entrypoint_utils.parse_raw_artifact_dict(input_artifacts(typed))
+    assert parsed["schema"][0].type_name == "Schema"
+
+
+def test_local_dag_runner_launches_through_the_method_watch_launches_wraps():
+    """LocalDagRunner has no launch hook; if TFX renames Launcher.launch, the stage lines would silently stop."""
+    import inspect
+
+    from tfx.orchestration.portable import launcher
+
+    from dtfx.components.compat import watch_launches
+
+    original = launcher.Launcher.launch
+    assert "_pipeline_node" in inspect.getsource(launcher.Launcher.__init__)
+    events = []
+    with watch_launches(lambda node, event: events.append((node, event))):
+        assert launcher.Launcher.launch is not original
+    assert launcher.Launcher.launch is original
