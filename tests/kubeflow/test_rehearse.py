@@ -120,7 +120,7 @@ def test_rehearsal_of_the_shipped_config_pushes_a_servable_model(write_config, t
         trainer__batch_size=32,
         trainer__learning_rate=0.05,
         # One replica: tracing a mirrored step costs more than the whole training here.
-        trainer__distribution={"strategy": "default", "devices": 1},
+        trainer__distribution={"strategy": "default"},
         evaluator__thresholds={"accuracy": {"lower_bound": 0.7}},
     )
 
