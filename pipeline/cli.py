@@ -23,6 +23,10 @@ EXIT_USER_ERROR = 2
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `dtfx` console script."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Your own code (trainer.model.module) is imported from the directory you run dtfx in, as
+    # `python -m` would; dtfx's own modules are all under `dtfx.`, so nothing there shadows them.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     parser = _parser()
     args = parser.parse_args(argv)
     try:

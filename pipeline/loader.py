@@ -6,6 +6,7 @@ Every problem is collected and raised at once as a ConfigError whose lines read
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -255,12 +256,37 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     for path, name in named:
         if isinstance(name, str) and name not in columns:
             problems.append(Problem(path, f"{name!r} is not a column of the data ({where})", line_of(path, lines)))
+    problems += _module_problems(raw, lines)
     schema_path = _section(raw, "schema").get("path")
     if isinstance(schema_path, str) and not os.path.isfile(data_source.resolve_path(schema_path)):
         problems.append(
             Problem("schema.path", f"no schema file at {data_source.resolve_path(schema_path)}", line_of("schema.path", lines))
         )
     return problems
+
+
+def _module_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
+    """`trainer.model.module` must name a module that this machine can import (its function is looked up when training)."""
+    model = _section(_section(raw, "trainer"), "model")
+    dotted = model.get("module")
+    if not isinstance(dotted, str) or "." not in dotted:
+        return []
+    module = dotted.rpartition(".")[0]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package is missing or broken
+        found = False
+    if found:
+        return []
+    where = line_of("trainer.model.module", lines)
+    return [
+        Problem(
+            "trainer.model.module",
+            f"cannot import module {module!r}: it must be installed, or be a package in the directory you run dtfx in "
+            f"({os.getcwd()}), or be on PYTHONPATH",
+            where,
+        )
+    ]
 
 
 def _resolve_paths(config: Config) -> Config:

@@ -53,9 +53,19 @@ def test_defaults_fill_optional_sections(write_config):
     assert loaded.trainer.batch_size == 64 and loaded.pusher.enabled
 
 
-def test_user_model_module(write_config):
+def test_user_model_module(write_config, tmp_path, monkeypatch):
+    (tmp_path / "my_models").mkdir()
+    (tmp_path / "my_models" / "__init__.py").write_text("")
+    (tmp_path / "my_models" / "wide.py").write_text("def build_fn(numeric, categorical, num_outputs): ...\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
     config = load_config(str(write_config(trainer__model={"module": "my_models.wide.build_fn"})))
     assert config.trainer.model.module == "my_models.wide.build_fn"
+
+
+def test_a_user_model_module_that_cannot_be_imported_is_a_problem(write_config):
+    problems = problems_of(write_config(trainer__model={"module": "no_such_package.models.build_fn"}))
+    assert any(p.startswith("trainer.model.module (line") and "cannot import module 'no_such_package.models'" in p
+               for p in problems), problems
 
 
 def test_every_problem_is_reported_at_once_with_its_line(tmp_path):

@@ -43,9 +43,8 @@ from kfp.local import (
 )
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-# The image's `python` is this environment's interpreter; the repository root stands in for
-# the project code the image would contain (`components.*`, `pipeline.*`).
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# The image's `python` is this environment's interpreter, with dtfx installed; the directory
+# dtfx runs in stands in for the user's own code that the image would contain.
 PYTHON_COMMANDS = {"python", "python3"}
 TAIL_LINES = 30
 _kfp_run_importer = importer_handler.run_importer
@@ -317,7 +316,7 @@ def _task_name(component_name: str) -> str:
 
 def _pod_env() -> dict[str, str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))
     # A pod starts with the image's environment, not with what this process picked up: importing
     # tensorflow_transform here sets TF_USE_LEGACY_KERAS=1, which must not leak into the tasks.
     env.pop("TF_USE_LEGACY_KERAS", None)

@@ -1,0 +1,43 @@
+"""The distribution installs one top-level import name, `dtfx`; `pipeline` and `components` stay the user's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import zipfile
+
+from tests.conftest import ROOT
+
+
+def test_a_non_editable_install_has_only_dtfx_at_the_top_level(tmp_path):
+    wheels = tmp_path / "wheels"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = wheels.glob("dtfx-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names} == {"dtfx", wheel.name.split("-py3")[0] + ".dist-info"}
+    assert "dtfx/pipeline/cli.py" in names and "dtfx/components/trainer/run_fn.py" in names
+    assert "dtfx/components/registry/models.py" in names  # subpackages are found, not listed by hand
+
+    site = tmp_path / "site"
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(wheel)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert installed.returncode == 0, installed.stderr
+    # -S: without this environment's site hooks (the editable install of the checkout); the dependencies
+    # come from its site-packages on PYTHONPATH, where no .pth file runs.
+    env = {"PYTHONPATH": f"{site}:{sysconfig.get_paths()['purelib']}", "PATH": "/usr/bin:/bin"}
+    probe = (
+        "import importlib.util, dtfx.pipeline.config, dtfx.components.registry.models\n"
+        f"print(dtfx.pipeline.config.__file__.startswith({str(site)!r}),"
+        " [importlib.util.find_spec(n) for n in ('pipeline', 'components')])"
+    )
+    result = subprocess.run([sys.executable, "-S", "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True [None, None]"
