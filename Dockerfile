@@ -11,7 +11,7 @@ FROM tensorflow/tfx:1.16.0
 # TensorFlow, TFX, Beam, tf-keras and pyarrow stay as the TFX image pins them (tensorflow 2.16.2,
 # apache-beam 2.59.0, tf-keras 2.16.0, the same versions as requirements.lock). Its Python is 3.10,
 # so the project is put on PYTHONPATH rather than pip-installed (pyproject.toml asks for 3.11).
-# Keras 2 everywhere, chosen before TensorFlow loads (components/__init__.py does the same).
+# Keras 2 everywhere, chosen before TensorFlow loads (dtfx.components.compat.use_tf_keras does the same).
 ENV PYTHONPATH=/opt/dtfx \
     PYTHONUNBUFFERED=1 \
     TF_USE_LEGACY_KERAS=1

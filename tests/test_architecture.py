@@ -1,0 +1,50 @@
+"""The layers import one way, and nothing imports the top-level names `pipeline` or `components`."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+FOLDERS = ("pipeline", "components", "tests", "benchmarks", "scripts")
+SOURCES = [path for folder in FOLDERS for path in (ROOT / folder).rglob("*.py")]
+
+
+def imports_of(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+    return names
+
+
+def test_components_never_import_the_pipeline_layer():
+    offenders = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in (ROOT / "components").rglob("*.py")
+        for name in imports_of(path)
+        if name.startswith("dtfx.pipeline")
+    ]
+    assert offenders == []
+
+
+def test_nothing_imports_the_top_level_names_a_user_may_have():
+    offenders = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in SOURCES
+        for name in imports_of(path)
+        if name.split(".")[0] in ("pipeline", "components")
+    ]
+    assert offenders == []
+
+
+def test_the_config_layer_imports_no_runner_builder_or_cli():
+    lower = {"dtfx.pipeline.config": ("dtfx.pipeline.builder", "dtfx.pipeline.local_runner", "dtfx.pipeline.cli",
+                                      "dtfx.pipeline.loader", "dtfx.pipeline.kubeflow"),
+             "dtfx.pipeline.builder": ("dtfx.pipeline.local_runner", "dtfx.pipeline.cli", "dtfx.pipeline.kubeflow")}
+    for module, forbidden in lower.items():
+        path = ROOT / "pipeline" / (module.rsplit(".", 1)[1] + ".py")
+        assert not [name for name in imports_of(path) if name.startswith(forbidden)], module
