@@ -17,8 +17,6 @@ STAGE_OF_NODE = {GATE_ID: "validation", BASELINE_ID: "evaluate", REFERENCE_ID: "
 
 # Output keys of the TFX components whose artifacts the run summary and the report read.
 STATISTICS_OUTPUT = "statistics"
-SCHEMA_OUTPUT = "schema"
-ANOMALIES_OUTPUT = "anomalies"
 MODEL_RUN_OUTPUT = "model_run"
 EVALUATION_OUTPUT = "evaluation"
 BLESSING_OUTPUT = "blessing"

@@ -17,7 +17,7 @@ from dtfx.components.anomaly_gate.component import AnomalyGate
 from dtfx.components.baseline_model.component import BaselineAwareEvaluator, BaselineModel
 from dtfx.components.example_gen.component import ShardedExampleGen
 from dtfx.components.example_gen.options import IngestOptions
-from dtfx.components.names import BASELINE_ID, GATE_ID, REFERENCE_ID, STAGES, stage_of, transformed_name
+from dtfx.components.names import BASELINE_ID, BLESSING_OUTPUT, GATE_ID, REFERENCE_ID, STAGES, stage_of, transformed_name
 from dtfx.components.pusher.component import AtomicPusher
 from dtfx.components.reference_schema.component import ReferenceSchema
 from dtfx.components.registry.metrics import METRICS
@@ -102,7 +102,7 @@ def build_pipeline(config: Config, until: str | None = None, metadata_connection
             "push",
             AtomicPusher(
                 model=trainer.outputs["model"],
-                model_blessing=evaluator.outputs["blessing"],
+                model_blessing=evaluator.outputs[BLESSING_OUTPUT],
                 serving_dir=layout.serving_dir(config),
             ),
         )

@@ -141,7 +141,7 @@ def test_a_user_model_is_called_exactly_as_documented(tmp_path, monkeypatch):
     """The signature in UserModel's description and the README: build_fn(numeric, categorical, num_outputs)."""
     import numpy as np
 
-    (tmp_path / "my_models.py").write_text(textwrap.dedent('''
+    (tmp_path / "documented_user_model.py").write_text(textwrap.dedent('''
         import tf_keras as keras
 
         def build_fn(numeric, categorical, num_outputs):
@@ -153,7 +153,7 @@ def test_a_user_model_is_called_exactly_as_documented(tmp_path, monkeypatch):
     '''))
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "build_fn(numeric, categorical, num_outputs)" in MODEL_TYPES.get("user").options.model_fields["module"].description
-    model = MODEL_TYPES.get("user").build_model({"module": "my_models.build_fn"}, ["size_xf"], {"colour_xf": 4}, 3)
+    model = MODEL_TYPES.get("user").build_model({"module": "documented_user_model.build_fn"}, ["size_xf"], {"colour_xf": 4}, 3)
     outputs = model({"size_xf": np.zeros(5, "float32"), "colour_xf": np.zeros(5, "int64")})
     assert outputs.shape == (5, 3)
 

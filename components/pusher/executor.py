@@ -11,11 +11,12 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
+from dtfx.components.names import PUSHED_MODEL_OUTPUT
 from dtfx.components.pusher import versions
 
 MODEL_KEY = "model"
 BLESSING_KEY = "model_blessing"
-PUSHED_MODEL_KEY = "pushed_model"
+PUSHED_MODEL_KEY = PUSHED_MODEL_OUTPUT
 SERVING_DIR_KEY = "serving_dir"
 # The custom properties stock TFX Pusher sets on PushedModel (tfx/components/pusher/executor.py);
 # the run summary and anything else reading ML Metadata rely on these names.

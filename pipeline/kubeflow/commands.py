@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 
+from dtfx.components.names import PUSHED_MODEL_OUTPUT
 from dtfx.pipeline.cli_args import add_config_verb
 from dtfx.pipeline.errors import ConfigError, UserError
 
@@ -159,7 +160,7 @@ def _pushed_line(result) -> str:
     push = next((task for task in result.tasks if task.name == "push"), None)
     if push is None:
         return "pushed: nothing (the pipeline has no push step)"
-    artifact = push.outputs.get("pushed_model")
+    artifact = push.outputs.get(PUSHED_MODEL_OUTPUT)
     metadata = getattr(artifact, "metadata", {}) or {}
     if metadata.get("pushed"):
         return f"pushed: {metadata.get('pushed_destination')}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from dtfx.components.names import TRAIN_STATS_FILE
+from dtfx.components.names import EVALUATION_OUTPUT, MODEL_RUN_OUTPUT, TRAIN_STATS_FILE
 from dtfx.components.registry.metrics import METRICS
 from dtfx.pipeline.report import artifacts, evaluation, svg
 from dtfx.pipeline.report.markup import badge, esc, facts, not_run, section, table
@@ -57,10 +57,10 @@ def _tensorboard(log_dir: str, skip_epoch_tags: bool) -> str:
 def training_section(summary: RunSummary) -> str:
     """Trainer figures, loss and metric curves per epoch, and the TensorBoard scalars."""
     title = "Training"
-    reason = why_missing(summary, "train", "model_run")
+    reason = why_missing(summary, "train", MODEL_RUN_OUTPUT)
     if reason:
         return not_run("training", title, reason)
-    model_run = artifacts.output_uri(summary, "train", "model_run")
+    model_run = artifacts.output_uri(summary, "train", MODEL_RUN_OUTPUT)
     train_stats = artifacts.read_train_stats(model_run)
     stats = train_stats.figures() if train_stats else {}
     history = train_stats.history if train_stats else {}
@@ -121,10 +121,10 @@ def _slices_from_summary(summary: RunSummary) -> list[evaluation.SliceMetrics]:
 def evaluation_section(summary: RunSummary) -> str:
     """Blessing, then per slice every metric with its threshold and whether it passed."""
     title = "Evaluation"
-    reason = why_missing(summary, "evaluate", "evaluation")
+    reason = why_missing(summary, "evaluate", EVALUATION_OUTPUT)
     if reason:
         return not_run("evaluation", title, reason)
-    uri = artifacts.output_uri(summary, "evaluate", "evaluation")
+    uri = artifacts.output_uri(summary, "evaluate", EVALUATION_OUTPUT)
     evaluator = summary.evaluator
     note = ""
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import yaml
 
-from dtfx.components.names import STAGES
+from dtfx.components.names import STAGES, STATISTICS_OUTPUT
 from dtfx.pipeline.report import artifacts, svg
 from dtfx.pipeline.report.markup import badge, esc, not_run, section, table, unavailable
 from dtfx.pipeline.report.svg import fmt
@@ -111,10 +111,10 @@ def _feature_row(feature, num_examples: int) -> list[str]:
 def statistics_section(summary: RunSummary) -> str:
     """Per split and feature: counts, missing values, a numeric summary or top values, and a distribution."""
     title = "Data statistics"
-    reason = why_missing(summary, "statistics", "statistics")
+    reason = why_missing(summary, "statistics", STATISTICS_OUTPUT)
     if reason:
         return not_run("statistics", title, reason)
-    uri = artifacts.output_uri(summary, "statistics", "statistics")
+    uri = artifacts.output_uri(summary, "statistics", STATISTICS_OUTPUT)
     splits = artifacts.read_statistics(uri)
     if not splits:
         return unavailable("statistics", title, f"no Split-*/FeatureStats.pb in {uri}")
