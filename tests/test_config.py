@@ -193,3 +193,43 @@ def test_config_is_frozen():
     config = Config.model_validate(set_key(default_config(), "data.path", "x.csv"))
     with pytest.raises(ValidationError):
         config.trainer.train_steps = 1
+
+
+BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]\n" for previous, name in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+def test_aliases_that_expand_beyond_the_bound_are_refused(tmp_path):
+    path = tmp_path / "laughs.yaml"
+    path.write_text(BILLION_LAUGHS)  # a few hundred bytes, 9^9 values once expanded
+    (problem,) = problems_of(path)
+    assert problem == ("<yaml>: the config expands to 490,329,064 values through its aliases (&anchor/*alias); "
+                       "dtfx reads configs of up to 100,000")
+    # Anchors and aliases within the bound still work.
+    shared = tmp_path / "shared.yaml"
+    shared.write_text("x: &units [4, 2]\n" + "".join(f"k{index}: *units\n" for index in range(10)))
+    assert not [problem for problem in problems_of(shared) if "aliases" in problem]
+
+
+def test_a_config_beyond_the_size_limit_is_refused_unread(tmp_path):
+    path = tmp_path / "huge.yaml"
+    path.write_text("# padding\n" * 200_000)
+    (problem,) = problems_of(path)
+    assert problem.startswith("<file>: the config is 2,000,000 bytes; dtfx reads configs of up to 1,048,576 bytes")
+
+
+def test_a_repeated_key_names_both_lines(write_config, tmp_path):
+    path = tmp_path / "twice.yaml"
+    path.write_text(write_config().read_text() + "trainer:\n  train_steps: 5\n  train_steps: 6\n")
+    problems = problems_of(path)
+    assert any(p.startswith("trainer (line") and "the key is repeated: at line" in p for p in problems), problems
+    assert any(p.startswith("trainer.train_steps (line") and "repeated" in p for p in problems), problems
+
+
+def test_a_config_that_is_not_utf8_names_the_line(tmp_path, capsys):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("pipeline:\n  name: caf\xe9\n".encode("latin-1"))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "<file> (line 2): not UTF-8 text (byte 22); save the config as UTF-8" in err and "Traceback" not in err
