@@ -6,6 +6,8 @@ one set to a non-default value, because it would be silently ignored. `local_rep
 create before its runtime starts, so the runner prepares them before the first component runs.
 `processes` says who starts the processes the strategy trains in: `one` (the Trainer step's own
 process) or `workers` (one process per worker, each given TF_CONFIG by whatever launches them).
+`resumable` says whether Keras' BackupAndRestore supports the strategy, so that a training killed
+half-way resumes from its last epoch on a rerun (tf_keras 2.16 refuses OneDeviceStrategy).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class Strategy:
     keys: tuple[str, ...]
     local_replicas: bool
     processes: Literal["one", "workers"]
+    resumable: bool
     description: str
 
     def make(self, settings: dict[str, Any]):
@@ -43,6 +46,7 @@ STRATEGIES.register(
         ("devices", "cross_device_ops"),
         local_replicas=True,
         processes="one",
+        resumable=True,
         description="Synchronous data parallelism over this machine's devices: each replica takes a share of the "
         "global batch and gradients are all-reduced every step.",
     )
@@ -54,6 +58,7 @@ STRATEGIES.register(
         (),
         local_replicas=False,
         processes="workers",
+        resumable=True,
         description="`mirrored` across worker processes that TF_CONFIG describes; without TF_CONFIG, one worker "
         "over this machine's devices.",
     )
@@ -65,7 +70,8 @@ STRATEGIES.register(
         (),
         local_replicas=False,
         processes="one",
-        description="One replica on the first GPU, else the CPU.",
+        resumable=False,
+        description="One replica on the first GPU, else the CPU (a rerun after a failure trains from the start).",
     )
 )
 STRATEGIES.register(
@@ -75,6 +81,7 @@ STRATEGIES.register(
         (),
         local_replicas=False,
         processes="one",
+        resumable=True,
         description="TensorFlow's default strategy: no distribution at all.",
     )
 )

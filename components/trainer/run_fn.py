@@ -17,11 +17,13 @@ import time
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
+from absl import logging
 
 from dtfx.components import compat
 from dtfx.components.errors import TrainingError
 from dtfx.components.names import transformed_name
 from dtfx.components.registry.models import MODEL_TYPES
+from dtfx.components.registry.strategies import STRATEGIES
 from dtfx.components.trainer import dataset, devices, serving
 from dtfx.components.trainer.options import TrainerOptions
 from dtfx.components.trainer.stats import TrainStats
@@ -76,9 +78,7 @@ def run_fn(fn_args) -> None:
     epochs = max(e for e in range(1, MAX_EPOCHS + 1) if steps % e == 0)
     throughput = Throughput(batch_size, strategy.num_replicas_in_sync, fn_args.model_run_dir)
     callbacks = [
-        keras.callbacks.TerminateOnNaN(),
-        # Survives the failed execution: a rerun of the same training resumes from the last epoch.
-        keras.callbacks.BackupAndRestore(backup_dir(fn_args)),
+        *training_callbacks(options.distribution["strategy"], backup_dir(fn_args)),
         keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq=options.steps_per_execution),
         throughput,
     ]
@@ -115,6 +115,17 @@ def run_fn(fn_args) -> None:
         parameters=int(network.count_params()),
         history={key: [float(v) for v in values] for key, values in history.items()},
     ).write(fn_args.model_run_dir)
+
+
+def training_callbacks(strategy_name: str, backup: str) -> list[keras.callbacks.Callback]:
+    """Stop at a NaN loss, and, where the strategy allows, checkpoint every epoch so that a rerun resumes."""
+    callbacks: list[keras.callbacks.Callback] = [keras.callbacks.TerminateOnNaN()]
+    if STRATEGIES.get(strategy_name).resumable:
+        # Survives the failed execution: a rerun of the same training resumes from the last epoch.
+        callbacks.append(keras.callbacks.BackupAndRestore(backup))
+    else:
+        logging.info("%s: a rerun after a failure trains from the start (BackupAndRestore does not support it)", strategy_name)
+    return callbacks
 
 
 def compile_model(network: keras.Model, task: str, learning_rate: float, steps_per_execution: int) -> None:
