@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 
 from dtfx.components.names import STAGES
@@ -86,10 +87,13 @@ def _run(args) -> int:
 
 
 def _resume_command(args) -> str:
-    parts = ["dtfx", "run", args.config, *(f"--set {override}" for override in args.overrides)]
+    """The command that runs the same again, quoted for a POSIX shell (paths and values may hold spaces)."""
+    parts = ["dtfx", "run", args.config]
+    for override in args.overrides:
+        parts += ["--set", override]
     if args.until:
         parts += ["--until", args.until]
-    return " ".join(parts)
+    return shlex.join(parts)
 
 
 def _schema(args) -> int:

@@ -7,7 +7,7 @@ Used by the loader to check a config before anything runs; no TensorFlow here, s
 from __future__ import annotations
 
 import glob
-import importlib.resources
+import importlib.util
 import os
 
 # Ingest decides a file's format by its name and reads its columns through the same registry.
@@ -25,14 +25,51 @@ def resolve_path(path: str, base_dir: str | None = None) -> str:
     """
     if path.startswith(PACKAGE_SCHEME):
         package, _, relative = path[len(PACKAGE_SCHEME) :].partition("/")
-        try:
-            root = importlib.resources.files(package)
-        except ModuleNotFoundError:
-            raise FileNotFoundError(f"package {package!r} is not installed") from None
-        return str(root.joinpath(relative))
+        return os.path.join(package_dir(package), relative)
     if "://" in path:
         return path
     return os.path.abspath(os.path.join(base_dir or os.getcwd(), os.path.expanduser(path)))
+
+
+def package_dir(package: str) -> str:
+    """The directory of the installed top-level package `package`, found without importing (running) it.
+
+    Raises FileNotFoundError, with a message for the user, when it is not an installed package.
+    """
+    if not package.isidentifier():
+        raise FileNotFoundError(
+            f"package://{package}/...: name an installed top-level package (such as package://palmerpenguins/data/x.csv), "
+            f"not {package!r}"
+        )
+    try:
+        spec = importlib.util.find_spec(package)  # a top-level name: found on sys.path, nothing is executed
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        raise FileNotFoundError(f"package {package!r} is not installed")
+    if not spec.submodule_search_locations:
+        raise FileNotFoundError(f"{package!r} is a module, not a package that ships files")
+    return list(spec.submodule_search_locations)[0]
+
+
+# Kernel filesystems: writable by root for some files, never a place for a pipeline's outputs.
+VIRTUAL_ROOTS = ("/proc", "/sys", "/dev")
+
+
+def unwritable_dir(path: str) -> str | None:
+    """Why the directory `path` cannot be used (or created) for outputs, or None when it can."""
+    if any(path == root or path.startswith(root + os.sep) for root in VIRTUAL_ROOTS):
+        return f"{path} is on a kernel filesystem ({path.split(os.sep)[1]}); choose a directory on disk"
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            return f"{path} is a file, not a directory"
+        return None if os.access(path, os.W_OK) else f"{path} is not writable"
+    parent = os.path.dirname(path)
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"{path} cannot be created: {parent} is a file, not a directory"
+    return None if os.access(parent, os.W_OK) else f"{path} cannot be created: {parent} is not writable"
 
 
 def list_files(path: str) -> list[str]:

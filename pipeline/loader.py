@@ -332,11 +332,26 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
         if isinstance(name, str) and name not in columns:
             problems.append(Problem(path, f"{name!r} is not a column of the data ({where})", line_of(path, lines)))
     problems += _module_problems(raw, lines)
+    problems += _output_problems(raw, lines)
     schema_path = _section(raw, "schema").get("path")
     if isinstance(schema_path, str) and not os.path.isfile(data_source.resolve_path(schema_path)):
         problems.append(
             Problem("schema.path", f"no schema file at {data_source.resolve_path(schema_path)}", line_of("schema.path", lines))
         )
+    return problems
+
+
+def _output_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
+    """The directories dtfx writes to must be directories it can create (validate creates nothing)."""
+    wanted = [("pipeline.output_root", _section(raw, "pipeline").get("output_root", "outputs"))]
+    wanted.append(("pusher.serving_dir", _section(raw, "pusher").get("serving_dir")))
+    problems = []
+    for key, path in wanted:
+        if not isinstance(path, str) or "://" in path:
+            continue  # not set, or an object store (checked elsewhere)
+        reason = data_source.unwritable_dir(data_source.resolve_path(path))
+        if reason:
+            problems.append(Problem(key, reason, line_of(key, lines)))
     return problems
 
 

@@ -31,7 +31,10 @@ def run_local(
     with a stream to the terminal and returns a callback `(node_id, "running"|"finished")`, or
     a context manager yielding one.
     """
-    os.makedirs(layout.pipeline_dir(config), exist_ok=True)
+    try:
+        os.makedirs(layout.pipeline_dir(config), exist_ok=True)
+    except OSError as error:
+        raise UserError(f"pipeline.output_root: cannot create {layout.pipeline_dir(config)} ({error.strerror})") from None
     stack = contextlib.ExitStack()
     stack.enter_context(_exclusive(config))
     run_dir = os.path.join(layout.runs_dir(config), datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))

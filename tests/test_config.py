@@ -233,3 +233,31 @@ def test_a_config_that_is_not_utf8_names_the_line(tmp_path, capsys):
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "<file> (line 2): not UTF-8 text (byte 22); save the config as UTF-8" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("pipeline.output_root", "{tmp}/a_file", "{tmp}/a_file is a file, not a directory"),
+        ("pipeline.output_root", "{tmp}/a_file/outputs", "cannot be created: {tmp}/a_file is a file, not a directory"),
+        ("pipeline.output_root", "/proc/dtfx", "/proc/dtfx is on a kernel filesystem (proc); choose a directory on disk"),
+        ("pusher.serving_dir", "/sys/serving", "/sys/serving is on a kernel filesystem (sys)"),
+    ],
+)
+def test_output_directories_that_cannot_be_written_are_problems(write_config, tmp_path, key, value, message):
+    (tmp_path / "a_file").write_text("")
+    problems = problems_of(write_config(**{key.replace(".", "__"): value.format(tmp=tmp_path)}))
+    assert any(p.startswith(f"{key} (line") and message.format(tmp=tmp_path) in p for p in problems), problems
+
+
+def test_package_paths_are_resolved_without_running_the_package(write_config, tmp_path, monkeypatch):
+    (tmp_path / "boom").mkdir()
+    (tmp_path / "boom" / "__init__.py").write_text("open('/etc/hostname').read()\nraise SystemExit('boom ran')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    problems = problems_of(write_config(data__path="package://boom/penguins.csv"))
+    assert f"no data file at {tmp_path}/boom/penguins.csv" in " ".join(problems)
+    dotted = problems_of(write_config(data__path="package://os.path/x"))
+    assert any("name an installed top-level package" in p and "'os.path'" in p for p in dotted), dotted
+    module = problems_of(write_config(data__path="package://json/../os/x"))
+    assert not any("Traceback" in p for p in module)
+    assert any("'os' is a module, not a package" in p for p in problems_of(write_config(data__path="package://os/x")))

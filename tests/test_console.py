@@ -110,3 +110,15 @@ def test_a_failed_run_names_the_stage_the_log_and_the_command_that_resumes(capsy
     assert "error in stage train: the training loss became NaN" in out
     assert f"log: {failed.log}" in out
     assert "resume with: dtfx run c.yaml --set trainer.learning_rate=0.001" in out
+
+
+def test_the_resume_command_is_quoted_for_the_shell():
+    import argparse
+    import shlex
+
+    from dtfx.pipeline.cli import _resume_command
+
+    args = argparse.Namespace(config="my configs/p.yaml", overrides=["data.path=/data/a b.csv"], until="train")
+    command = _resume_command(args)
+    assert command == "dtfx run 'my configs/p.yaml' --set 'data.path=/data/a b.csv' --until train"
+    assert shlex.split(command)[2:] == ["my configs/p.yaml", "--set", "data.path=/data/a b.csv", "--until", "train"]

@@ -155,3 +155,9 @@ def test_column_names_that_yaml_would_misread_are_quoted(tmp_path):
     )
     config = load_config(write_starter("odd", str(data), str(tmp_path / "odd.yaml")))
     assert config.features.numeric == ["yes", "1", "null", "#x", "size (m²)"] and config.features.categorical == ["a: b"]
+
+
+def test_an_output_that_cannot_be_written_is_a_user_error(mixed_csv, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match=r"--output /proc/dtfx.yaml: cannot write the config there"):
+        write_starter("homes", "homes.csv", "/proc/dtfx.yaml")

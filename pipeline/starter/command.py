@@ -68,12 +68,14 @@ def write_starter(name: str, csv_path: str, out_path: str | None = None, label: 
     if choice.skipped:
         header.append("Columns left out: " + "; ".join(f"{column} ({why})" for column, why in choice.skipped.items()) + ".")
     text = render_config(config, header, notes)
-    os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
     try:
+        os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
         with open(out_path, "x", encoding="utf-8") as handle:  # "x": never overwrite, even in a race
             handle.write(text)
     except FileExistsError:
         raise UserError(f"{out_path} exists already; remove it or choose another file with --output") from None
+    except OSError as error:
+        raise UserError(f"--output {out_path}: cannot write the config there ({error.strerror})") from None
     return out_path
 
 
