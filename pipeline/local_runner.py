@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import fcntl
 import logging
 import os
 import sys
@@ -15,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from dtfx.components.compat import watch_launches
-from dtfx.pipeline import layout
+from dtfx.pipeline import layout, run_lock
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.run_summary import Evaluation, PushResult, RunError, RunSummary
@@ -36,7 +35,7 @@ def run_local(
     except OSError as error:
         raise UserError(f"pipeline.output_root: cannot create {layout.pipeline_dir(config)} ({error.strerror})") from None
     stack = contextlib.ExitStack()
-    stack.enter_context(_exclusive(config))
+    stack.enter_context(run_lock.exclusive(config))
     run_dir = os.path.join(layout.runs_dir(config), datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
     os.makedirs(run_dir)
     log_path = os.path.join(run_dir, layout.LOG_FILE)
@@ -102,20 +101,6 @@ def _why_not_pushed(config: Config, until: str | None, error: RunError | None, e
         failed = "; ".join(evaluator.failed_thresholds if evaluator else []) or "thresholds not met"
         return f"the model was not blessed ({failed})"
     return "the pusher did not push"
-
-
-@contextlib.contextmanager
-def _exclusive(config: Config) -> Iterator[None]:
-    """One run of a pipeline at a time: a second one fails at once instead of sharing the metadata store."""
-    with open(os.path.join(layout.pipeline_dir(config), ".lock"), "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(
-                f"another dtfx run of pipeline {config.pipeline.name!r} is in progress (lock {handle.name}); "
-                "wait for it to finish, then run again"
-            ) from None
-        yield
 
 
 @contextlib.contextmanager

@@ -82,7 +82,7 @@ def submit_command(args) -> int:
 
 def rehearse_command(args) -> int:
     """`dtfx rehearse`: compiles, then runs the compiled file here, each step a subprocess of this Python."""
-    from dtfx.pipeline import layout
+    from dtfx.pipeline import layout, run_lock
     from dtfx.pipeline.kubeflow.checks import cluster_problems
     from dtfx.pipeline.loader import load_config
 
@@ -101,13 +101,15 @@ def rehearse_command(args) -> int:
     from dtfx.pipeline.kubeflow.rehearsal import RehearsalError, rehearse
 
     spec_path = os.path.join(workdir, "pipeline.yaml")
-    compile_pipeline(config, spec_path, config.kubeflow.image or REHEARSAL_IMAGE, os.path.join(workdir, "pipeline_root"))
-    print(f"compiled: {spec_path}")
-    print(f"{'task':<18}{'state':<11}{'seconds':>8}", flush=True)
-    try:
-        result = rehearse(spec_path, workdir, on_task=_print_task)
-    except RehearsalError as error:  # the compiler refuses such specs first; this is a dtfx bug if it happens
-        raise RuntimeError(str(error)) from None
+    # It pushes to the pipeline's serving directory, as a run does: never beside a run of the same pipeline.
+    with run_lock.exclusive(config):
+        compile_pipeline(config, spec_path, config.kubeflow.image or REHEARSAL_IMAGE, os.path.join(workdir, "pipeline_root"))
+        print(f"compiled: {spec_path}")
+        print(f"{'task':<18}{'state':<11}{'seconds':>8}", flush=True)
+        try:
+            result = rehearse(spec_path, workdir, on_task=_print_task)
+        except RehearsalError as error:  # the compiler refuses such specs first; this is a dtfx bug if it happens
+            raise RuntimeError(str(error)) from None
     for task in result.tasks:
         if task.state == "skipped":
             _print_task(task)

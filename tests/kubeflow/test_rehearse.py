@@ -58,6 +58,18 @@ def test_a_failed_task_exits_1_with_its_log_tail(write_config, tmp_path, monkeyp
     assert compiled[3] == "dtfx-rehearsal" and compiled[4] == str(tmp_path / "work" / "pipeline_root")
 
 
+def test_a_rehearsal_beside_a_run_of_the_same_pipeline_exits_2(write_config, tmp_path, monkeypatch, capsys):
+    from dtfx.pipeline import run_lock
+    from dtfx.pipeline.loader import load_config
+
+    calls = fake_rehearsal(monkeypatch, RehearsalResult(True, [], tmp_path))
+    path = write_config()
+    with run_lock.exclusive(load_config(str(path))):  # as a `dtfx run` of it holds it
+        code = main(["rehearse", str(path), "--workdir", str(tmp_path / "work")])
+    assert code == 2 and "another dtfx run of pipeline 'penguins' is in progress" in capsys.readouterr().err
+    assert calls == []  # nothing compiled, nothing rehearsed
+
+
 def test_success_prints_the_pushed_model(write_config, tmp_path, monkeypatch, capsys):
     pushed = SimpleNamespace(metadata={"pushed": 1.0, "pushed_destination": "/serving/17"})
     tasks = [TaskRun("train", "succeeded", 1.0), TaskRun("push", "succeeded", 0.5, None, {"pushed_model": pushed})]
