@@ -7,6 +7,7 @@ Used by the loader to check a config before anything runs; no TensorFlow here, s
 from __future__ import annotations
 
 import glob
+import gzip
 import importlib.util
 import os
 
@@ -50,6 +51,31 @@ def package_dir(package: str) -> str:
     if not spec.submodule_search_locations:
         raise FileNotFoundError(f"{package!r} is a module, not a package that ships files")
     return list(spec.submodule_search_locations)[0]
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def content_problem(path: str) -> str | None:
+    """What is wrong with a CSV file that its header does not show: compression that its name hides, no data rows.
+
+    Ingest chooses gzip by the name; a wrong name would fail it half-way with a decoding error.
+    """
+    if format_of(path) != "csv":
+        return None
+    with open(path, "rb") as handle:
+        gzipped = handle.read(2) == GZIP_MAGIC
+    named_gz = path.lower().endswith(".gz")
+    if gzipped and not named_gz:
+        return f"{path}: the file is gzip-compressed but its name says plain CSV; rename it to end in .csv.gz"
+    if named_gz and not gzipped:
+        return f"{path}: the name ends in .gz but the file is not gzip-compressed; remove the .gz"
+    opener = gzip.open if gzipped else open
+    with opener(path, "rb") as handle:
+        handle.readline()  # the header, checked by read_columns
+        if not any(line.strip() for line in handle):
+            return f"{path}, line 2: the file has a header but no data rows"
+    return None
 
 
 # Kernel filesystems: writable by root for some files, never a place for a pipeline's outputs.

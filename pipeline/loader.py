@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from dtfx.components.registry.formats import format_of
 from dtfx.components.registry.metrics import METRICS, metrics_for
 from dtfx.components.registry.models import MODEL_TYPES
 from dtfx.pipeline import data_source
@@ -307,12 +308,22 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     if not files:
         return [Problem("data.path", f"no data file at {data_path}", where_path)]
     problems: list[Problem] = []
+    formats = {file: format_of(file) for file in files}
+    if len(set(formats.values())) > 1:
+        kinds = ", ".join(f"{os.path.basename(file)} ({kind})" for file, kind in list(formats.items())[:5])
+        problems.append(Problem("data.path", f"files of more than one format: {kinds}; use one format for all data files",
+                                where_path))
     columns = None
     for file in files:
         try:
-            file_columns = data_source.read_columns(file)
+            problem = data_source.content_problem(file)
+            file_columns = None if problem else data_source.read_columns(file)
         except ValueError as error:
-            problems.append(Problem("data.path", str(error), where_path))
+            problem = str(error)
+        except OSError as error:
+            problem = f"{file}: cannot read the file ({error.strerror})"
+        if problem:
+            problems.append(Problem("data.path", problem, where_path))
             continue
         if file_columns is None:
             continue

@@ -261,3 +261,36 @@ def test_package_paths_are_resolved_without_running_the_package(write_config, tm
     module = problems_of(write_config(data__path="package://json/../os/x"))
     assert not any("Traceback" in p for p in module)
     assert any("'os' is a module, not a package" in p for p in problems_of(write_config(data__path="package://os/x")))
+
+
+def test_data_files_whose_content_their_name_or_header_hides_are_problems(write_config, tmp_path):
+    import gzip
+
+    data = tmp_path / "data"
+    data.mkdir()
+    header, row = b"bill_length_mm,species\n", b"39.1,Adelie\n"
+    cases = {
+        "gzipped.csv": (gzip.compress(header + row), "is gzip-compressed but its name says plain CSV"),
+        "plain.csv.gz": (header + row, "the name ends in .gz but the file is not gzip-compressed"),
+        "header_only.csv": (header + b"\n", "line 2: the file has a header but no data rows"),
+        "bom_and_duplicates.csv": (b"\xef\xbb\xbfspecies,species\n" + row, "duplicate column names in the header: species"),
+    }
+    for name, (content, message) in cases.items():
+        (data / name).write_bytes(content)
+        problems = problems_of(write_config(data__path=str(data / name), features={}))
+        assert any(p.startswith("data.path (line") and message in p for p in problems), (name, problems)
+    # A byte-order mark alone is no problem: the first column keeps its name.
+    (data / "bom.csv").write_bytes(b"\xef\xbb\xbf" + header + row)
+    assert load_config(str(write_config(data__path=str(data / "bom.csv"), features={}, data__label="species")))
+
+
+def test_data_files_of_more_than_one_format_are_a_problem(write_config, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "mixed"
+    data.mkdir()
+    (data / "a.csv").write_text("bill_length_mm,species\n39.1,Adelie\n")
+    pq.write_table(pa.table({"bill_length_mm": [39.1], "species": ["Adelie"]}), data / "b.parquet")
+    problems = problems_of(write_config(data__path=str(data), features={}))
+    assert any("files of more than one format: a.csv (csv), b.parquet (parquet)" in p for p in problems), problems
