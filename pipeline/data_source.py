@@ -72,7 +72,8 @@ def content_problem(path: str) -> str | None:
         return f"{path}: the name ends in .gz but the file is not gzip-compressed; remove the .gz"
     opener = gzip.open if gzipped else open
     with opener(path, "rb") as handle:
-        handle.readline()  # the header, checked by read_columns
+        if not handle.readline().strip():
+            return None  # no header: read_columns says what is wrong with line 1
         if not any(line.strip() for line in handle):
             return f"{path}, line 2: the file has a header but no data rows"
     return None
