@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -11,9 +12,16 @@ from tests.conftest import ROOT
 
 
 def test_a_non_editable_install_has_only_dtfx_at_the_top_level(tmp_path):
+    # From a copy of what the distribution is made of: an in-tree build would leave build/ in the checkout,
+    # and a stale build/ would put modules deleted since into the wheel.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md", "pipeline", "components"):
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
+        copy(ROOT / name, source / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if copy is shutil.copytree else {}))
     wheels = tmp_path / "wheels"
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source)],
         capture_output=True, text=True, timeout=300,
     )
     assert built.returncode == 0, built.stderr

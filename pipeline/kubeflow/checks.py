@@ -17,7 +17,7 @@ from dtfx.pipeline.config import Config
 from dtfx.pipeline.data_source import DATA_SUFFIXES, PACKAGE_SCHEME
 from dtfx.pipeline.errors import Problem
 from dtfx.pipeline.kubeflow.platform import mount_of
-from dtfx.pipeline.loader import key_lines, line_of
+from dtfx.pipeline.yaml_source import key_lines, line_of
 
 VOLUME_HINT = "an absolute path on a volume mounted in every step (kubeflow.volumes) or inside the image"
 
