@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, PositiveInt, field_validator, model_validator
 
 from dtfx.components.registry.metrics import TASKS, metrics_for
 from dtfx.components.registry.models import MODEL_TYPES
@@ -88,6 +88,12 @@ class FeaturesSection(Section):
         both = set(self.numeric or ()) & set(self.categorical or ())
         if both:
             raise ValueError(f"columns listed as both numeric and categorical: {', '.join(sorted(both))}")
+        # Listing one kind means "exactly these": with nothing listed, the model has no input.
+        if (self.numeric is not None or self.categorical is not None) and not (self.numeric or self.categorical):
+            raise ValueError(
+                "no feature: the lists given are empty; name at least one column, or leave out both "
+                "numeric and categorical to use every column but the label"
+            )
         return self
 
 
@@ -156,8 +162,10 @@ class TrainerSection(Section):
     train_steps: PositiveInt = Field(300, description="Optimizer steps.")
     eval_steps: PositiveInt = Field(20, description="Batches of the eval split evaluated after training.")
     batch_size: PositiveInt = Field(64, description="Global batch size, split evenly across replicas.")
-    learning_rate: float = Field(0.01, gt=0, description="Adam learning rate for the global batch (not scaled by replicas).")
-    seed: int = Field(0, description="Seed of weight initialisation and shuffling.")
+    learning_rate: FiniteFloat = Field(
+        0.01, gt=0, description="Adam learning rate for the global batch (not scaled by replicas)."
+    )
+    seed: int = Field(0, ge=0, lt=2**32, description="Seed of weight initialisation and shuffling (0 to 2^32 - 1).")
     steps_per_execution: PositiveInt = Field(
         10, description="Steps run inside one tf.function call; more means less Python overhead per step."
     )
@@ -175,9 +183,9 @@ class TrainerSection(Section):
 
 
 class Threshold(Section):
-    lower_bound: float | None = Field(None, description="The model is blessed only if the metric is at least this.")
-    upper_bound: float | None = Field(None, description="The model is blessed only if the metric is at most this.")
-    max_regression: float | None = Field(
+    lower_bound: FiniteFloat | None = Field(None, description="The model is blessed only if the metric is at least this.")
+    upper_bound: FiniteFloat | None = Field(None, description="The model is blessed only if the metric is at most this.")
+    max_regression: FiniteFloat | None = Field(
         None,
         ge=0,
         description="The model is blessed only if the metric is not worse than that of the last pushed model by more "

@@ -213,11 +213,28 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     problems += _module_problems(raw, lines)
     problems += _output_problems(raw, lines)
     schema_path = _section(raw, "schema").get("path")
-    if isinstance(schema_path, str) and not os.path.isfile(data_source.resolve_path(schema_path)):
-        problems.append(
-            Problem("schema.path", f"no schema file at {data_source.resolve_path(schema_path)}", line_of("schema.path", lines))
-        )
+    if isinstance(schema_path, str):
+        problem = _schema_problem(data_source.resolve_path(schema_path))
+        if problem:
+            problems.append(Problem("schema.path", problem, line_of("schema.path", lines)))
     return problems
+
+
+def _schema_problem(path: str) -> str | None:
+    """Why the curated schema at `path` cannot be imported, or None: it must be a Schema text proto."""
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    if not os.path.isfile(path):
+        return f"no schema file at {path}"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            schema = text_format.Parse(handle.read(), schema_pb2.Schema())
+    except (text_format.ParseError, UnicodeDecodeError) as error:
+        return f"{path} is not a schema text proto (schema.pbtxt): {error}"
+    except OSError as error:
+        return f"{path}: cannot read the file ({error.strerror})"
+    return None if schema.feature else f"{path} is a schema without features"
 
 
 def _output_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:

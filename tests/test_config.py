@@ -294,3 +294,31 @@ def test_data_files_of_more_than_one_format_are_a_problem(write_config, tmp_path
     pq.write_table(pa.table({"bill_length_mm": [39.1], "species": ["Adelie"]}), data / "b.parquet")
     problems = problems_of(write_config(data__path=str(data), features={}))
     assert any("files of more than one format: a.csv (csv), b.parquet (parquet)" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("keys", "path", "message"),
+    [
+        ({"features": {"numeric": [], "categorical": []}}, "features", "no feature: the lists given are empty"),
+        ({"features": {"numeric": [], "categorical": None}}, "features", "no feature"),
+        ({"trainer": {"seed": 2**32}}, "trainer.seed", "less than 4294967296"),
+        ({"trainer": {"learning_rate": float("inf")}}, "trainer.learning_rate", "finite number"),
+        ({"evaluator": {"thresholds": {"accuracy": {"lower_bound": float("nan")}}}},
+         "evaluator.thresholds.accuracy.lower_bound", "finite number"),
+    ],
+)
+def test_common_mistakes_are_problems_at_their_key(write_config, keys, path, message):
+    config = default_config()
+    for section, values in keys.items():
+        config = set_key(config, section, {**config.get(section, {}), **values})
+    problems = problems_of(write_config(config))
+    assert any(p.startswith(f"{path} (line") and message in p for p in problems), problems
+
+
+def test_a_schema_file_that_is_not_a_schema_text_proto_is_a_problem(write_config, tmp_path):
+    bad = tmp_path / "schema.pbtxt"
+    bad.write_text("feature {\n  name: 'x'\n  typo: INT\n}\n")
+    problems = problems_of(write_config(schema={"path": str(bad)}))
+    assert any(p.startswith("schema.path (line") and "is not a schema text proto" in p and "3:" in p for p in problems), problems
+    bad.write_text("")
+    assert any("is a schema without features" in p for p in problems_of(write_config(schema={"path": str(bad)})))
