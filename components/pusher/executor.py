@@ -47,8 +47,11 @@ class Executor(base_executor.BaseExecutor):
         if not fileio.exists(os.path.join(model_dir, versions.SAVED_MODEL_FILE)):
             # TF Serving would fail to load such a version, and it would hide the previous, good one.
             raise RuntimeError(f"no {versions.SAVED_MODEL_FILE} in the model to push ({model_dir})")
-        version, destination = versions.publish(model_dir, serving_dir)
-        logging.info("Model pushed to %s.", destination)
+        version, destination, published = versions.publish(model_dir, serving_dir)
+        if published:
+            logging.info("Model pushed to %s.", destination)
+        else:
+            logging.info("This model is already the newest version, %s: not pushed again.", destination)
 
         # Like stock Pusher, keep a copy in the PushedModel artifact: ML Metadata then records what was pushed
         # even after the serving directory has been cleaned up.

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -30,11 +32,16 @@ from dtfx.components.errors import StepError
 SAVED_MODEL_FILE = "saved_model.pb"
 TEMP_PREFIX = ".push-"
 LOCK_FILE = ".push.lock"
+PUSH_RECORD = ".dtfx-push.json"  # inside each version: the digest of the model it holds (TF Serving ignores it)
 _VERSION_NAME = re.compile(r"[0-9]+")
 
 
 class ServingDirError(StepError, ValueError):
     """The serving directory cannot hold atomically published versions (for example gs://)."""
+
+
+class PushError(StepError, OSError):
+    """The copy of a push failed (for example a full disk); nothing was published."""
 
 
 def check_local(serving_dir: str) -> str:
@@ -104,27 +111,72 @@ def _before_rename(temp_dir: str) -> None:
     """Called once the copy is on disk and before it becomes visible; tests replace it to inject a crash."""
 
 
-def publish(model_dir: str, base_dir: str) -> tuple[int, str]:
-    """Copies the SavedModel in `model_dir` to a new version of `base_dir`; returns (version, its path).
+def publish(model_dir: str, base_dir: str) -> tuple[int, str, bool]:
+    """Copies the SavedModel in `model_dir` to a new version of `base_dir`; returns (version, its path, published).
 
-    A failure at any point leaves at most a hidden directory, never a partial version. The
-    hidden directory is not removed here: a killed process could not do it either, so the next
-    push's cleanup handles both cases.
+    Idempotent: when the newest version already holds this very model (a push killed after its
+    rename, then run again), that version is returned with `published` False and nothing is
+    copied. Each version records the digest of its model in PUSH_RECORD, written inside the
+    hidden directory before the rename, so the record and the version appear together.
+
+    A failure at any point leaves at most a hidden directory, never a partial version: a copy
+    that fails (a full disk) removes its hidden directory and raises PushError; one killed
+    half-way leaves it for the next push's cleanup.
     """
     os.makedirs(base_dir, exist_ok=True)
+    digest = model_digest(model_dir)
     with locked(base_dir):
         remove_stale_temp_dirs(base_dir)
-        version = next_version(existing_versions(base_dir), _now())
+        existing = existing_versions(base_dir)
+        if existing and recorded_digest(os.path.join(base_dir, str(existing[-1]))) == digest:
+            return existing[-1], os.path.join(base_dir, str(existing[-1])), False
+        version = next_version(existing, _now())
         temp_dir = os.path.join(base_dir, f"{TEMP_PREFIX}{version}-{uuid.uuid4().hex[:8]}")
-        # TFX's copy reads through tfx.dsl.io.fileio, so the model itself may be on any filesystem.
-        io_utils.copy_dir(model_dir, temp_dir)
-        _fsync_tree(temp_dir)
+        try:
+            # TFX's copy reads through tfx.dsl.io.fileio, so the model itself may be on any filesystem.
+            io_utils.copy_dir(model_dir, temp_dir)
+            with open(os.path.join(temp_dir, PUSH_RECORD), "w") as handle:
+                json.dump({"model_digest": digest, "source": model_dir}, handle)
+            _fsync_tree(temp_dir)
+        except OSError as error:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            raise PushError(
+                f"pushing to {base_dir} failed while copying the model ({error.strerror or error}); "
+                "nothing was published and the serving directory keeps its versions"
+            ) from None
         _before_rename(temp_dir)
         target = os.path.join(base_dir, str(version))
         os.rename(temp_dir, target)
         # The rename is an entry in base_dir: sync it too, or a power cut could undo it.
         _fsync(base_dir)
-    return version, target
+    return version, target, True
+
+
+def model_digest(model_dir: str) -> str:
+    """sha256 over the relative path and bytes of every file of the SavedModel: the same model, the same digest."""
+    from tfx.dsl.io import fileio
+
+    digest = hashlib.sha256()
+    files = sorted(
+        os.path.relpath(os.path.join(directory, name), model_dir)
+        for directory, _, names in fileio.walk(model_dir)
+        for name in names
+    )
+    for relative in files:
+        digest.update(relative.encode() + b"\0")
+        with fileio.open(os.path.join(model_dir, relative), "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def recorded_digest(version_dir: str) -> str | None:
+    """The model digest a version was published with, or None (a version pushed otherwise, or unreadable)."""
+    try:
+        with open(os.path.join(version_dir, PUSH_RECORD)) as handle:
+            return json.load(handle).get("model_digest")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _fsync_tree(root: str) -> None:

@@ -16,20 +16,34 @@ from dtfx.components.pusher.component import AtomicPusher
 NOW = 1_700_000_000
 
 
-class _Doubler(tf.Module):
+class _Scaler(tf.Module):
+    def __init__(self, factor: float):
+        super().__init__()
+        self.factor = tf.Variable(factor)
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
     def __call__(self, x):
-        return {"y": 2.0 * x}
+        return {"y": self.factor * x}
+
+
+def trained_model(directory: Path, factor: float = 2.0) -> standard_artifacts.Model:
+    """A Trainer-style Model artifact (the SavedModel sits in `<uri>/Format-Serving`) computing factor * x."""
+    artifact = standard_artifacts.Model()
+    artifact.uri = str(directory)
+    module = _Scaler(factor)
+    tf.saved_model.save(module, os.path.join(artifact.uri, "Format-Serving"), signatures={"serving_default": module.__call__})
+    return artifact
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    """A Trainer-style Model artifact: the SavedModel sits in `<uri>/Format-Serving`."""
-    artifact = standard_artifacts.Model()
-    artifact.uri = str(tmp_path_factory.mktemp("trainer"))
-    module = _Doubler()
-    tf.saved_model.save(module, os.path.join(artifact.uri, "Format-Serving"), signatures={"serving_default": module.__call__})
-    return artifact
+    return trained_model(tmp_path_factory.mktemp("trainer"))
+
+
+@pytest.fixture(scope="module")
+def other_models(tmp_path_factory):
+    """Four more models, each different from `model` and from one another (3x, 4x, 5x, 6x)."""
+    return [trained_model(tmp_path_factory.mktemp(f"trainer-{factor}"), factor) for factor in (3.0, 4.0, 5.0, 6.0)]
 
 
 @pytest.fixture
@@ -38,14 +52,16 @@ def push(model, tmp_path):
     serving_dir = tmp_path / "serving"
     count = iter(range(1000))
 
-    def run(blessed: int = 1, serving: str | Path = serving_dir):
+    def run(blessed: int = 1, serving: str | Path = serving_dir, pushed_model=None):
         blessing = standard_artifacts.ModelBlessing()
         blessing.uri = str(tmp_path / "blessing")
         blessing.set_int_custom_property("blessed", blessed)
         pushed = standard_artifacts.PushedModel()
         pushed.uri = str(tmp_path / f"pushed-{next(count)}")
         executor.Executor().Do(
-            {"model": [model], "model_blessing": [blessing]}, {"pushed_model": [pushed]}, {"serving_dir": str(serving)}
+            {"model": [pushed_model or model], "model_blessing": [blessing]},
+            {"pushed_model": [pushed]},
+            {"serving_dir": str(serving)},
         )
         return pushed
 
@@ -104,8 +120,8 @@ def test_unblessed_model_does_not_create_the_serving_dir(push):
     assert not push.serving_dir.exists()
 
 
-def test_pushes_in_the_same_second_get_distinct_increasing_versions(push, frozen_clock):
-    first, second = push(), push()
+def test_pushes_in_the_same_second_get_distinct_increasing_versions(push, frozen_clock, other_models):
+    first, second = push(), push(pushed_model=other_models[0])
 
     assert visible_versions(push.serving_dir) == [str(NOW), str(NOW + 1)]
     assert [first.get_string_custom_property("pushed_version"), second.get_string_custom_property("pushed_version")] == [
@@ -114,8 +130,8 @@ def test_pushes_in_the_same_second_get_distinct_increasing_versions(push, frozen
     ]
 
 
-def test_concurrent_pushes_never_collide(push, frozen_clock):
-    threads = [threading.Thread(target=push) for _ in range(4)]
+def test_concurrent_pushes_never_collide(push, frozen_clock, other_models):
+    threads = [threading.Thread(target=push, kwargs={"pushed_model": model}) for model in other_models]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -134,7 +150,7 @@ def test_next_version(existing, now, expected):
     assert versions.next_version(existing, now) == expected
 
 
-def test_crash_between_copy_and_rename_leaves_no_partial_version(push, monkeypatch):
+def test_crash_between_copy_and_rename_leaves_no_partial_version(push, monkeypatch, other_models):
     push()
     previous = visible_versions(push.serving_dir)
 
@@ -143,18 +159,54 @@ def test_crash_between_copy_and_rename_leaves_no_partial_version(push, monkeypat
 
     monkeypatch.setattr(versions, "_before_rename", crash)
     with pytest.raises(KeyboardInterrupt):
-        push()
+        push(pushed_model=other_models[0])
 
     assert visible_versions(push.serving_dir) == previous, "TF Serving must still see only the previous version"
     [leftover] = hidden_dirs(push.serving_dir)
     assert (push.serving_dir / leftover / "saved_model.pb").is_file(), "the crash came after a complete copy"
 
     monkeypatch.undo()
-    pushed = push()
+    pushed = push(pushed_model=other_models[0])
 
     assert pushed.get_int_custom_property("pushed") == 1
     assert len(visible_versions(push.serving_dir)) == len(previous) + 1
     assert hidden_dirs(push.serving_dir) == [], "the next push removes what the crashed one left"
+
+
+def test_the_same_model_pushed_again_is_not_pushed_twice(push, frozen_clock):
+    """A push killed after its rename runs again: the newest version already holds this model."""
+    first = push()
+    before = tree(push.serving_dir)
+
+    again = push()
+
+    assert visible_versions(push.serving_dir) == [str(NOW)] and tree(push.serving_dir) == before
+    assert again.get_int_custom_property("pushed") == 1
+    assert again.get_string_custom_property("pushed_destination") == first.get_string_custom_property("pushed_destination")
+    assert (push.serving_dir / str(NOW) / versions.PUSH_RECORD).is_file()
+
+
+def test_a_model_that_is_not_the_newest_version_is_pushed_again(push, frozen_clock, other_models):
+    push(), push(pushed_model=other_models[0]), push()  # a rollback to the first model is a new version
+    assert visible_versions(push.serving_dir) == [str(NOW), str(NOW + 1), str(NOW + 2)]
+
+
+def test_a_full_disk_during_the_copy_publishes_nothing_and_leaves_nothing(push, frozen_clock, other_models, monkeypatch):
+    import errno
+
+    push()
+    before = tree(push.serving_dir)
+    real_copy = versions.io_utils.copy_dir
+
+    def copy_until_full(source, destination):
+        real_copy(source, destination)  # half the work is on disk when the device fills up
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(versions.io_utils, "copy_dir", copy_until_full)
+    with pytest.raises(versions.PushError, match="No space left on device.*nothing was published"):
+        push(pushed_model=other_models[0])
+
+    assert tree(push.serving_dir) == before and hidden_dirs(push.serving_dir) == []
 
 
 def test_stale_temp_dirs_are_removed_and_versions_kept(push, frozen_clock):
