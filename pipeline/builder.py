@@ -117,8 +117,8 @@ def build_pipeline(config: Config, until: str | None = None, metadata_connection
 
 
 def ingest_options(config: Config) -> IngestOptions:
-    """The ingest step's options: the label and `data.sharding`."""
-    return IngestOptions(label=config.data.label, **config.data.sharding.model_dump())
+    """The ingest step's options: the label, `data.non_finite` and `data.sharding`."""
+    return IngestOptions(label=config.data.label, non_finite=config.data.non_finite, **config.data.sharding.model_dump())
 
 
 def transform_options(config: Config) -> TransformOptions:

@@ -64,6 +64,11 @@ class DataSection(Section):
         description="Split names and their relative sizes (hash buckets); must include `train` and `eval`.",
     )
     sharding: ShardingSection = Field(default_factory=ShardingSection, description="How ingested rows are sharded.")
+    non_finite: Literal["error", "missing"] = Field(
+        "error",
+        description="A number that is infinite or NaN in float32 (inf, -inf, 1e309; the text NaN is already a missing "
+        "value): `error` stops ingest naming the file, line and column; `missing` treats it as a missing value.",
+    )
 
     @field_validator("splits")
     @classmethod

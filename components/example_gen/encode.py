@@ -39,9 +39,32 @@ class ValueConversionError(ValueError):
         self.column, self.row = column, row
 
 
-def to_feature_values(batch: pa.RecordBatch, kinds: dict[str, str]) -> list[pa.Array]:
-    """The batch's columns converted to the planned kinds: int64, float32 or binary values (or lists of them)."""
-    return [_convert(name, column, kinds[name]) for name, column in zip(batch.schema.names, batch.columns, strict=True)]
+class NonFiniteValueError(ValueConversionError):
+    """A number that is infinite or NaN once stored as float32 (inf, -inf, 1e309, 1e39), refused by data.non_finite."""
+
+    def __init__(self, column: str, row: int, value, count: int):
+        ValueError.__init__(
+            self,
+            f"column {column!r}: {value!r} is not a finite number ({count} such value(s) in this batch of rows); "
+            "fix the data, or set data.non_finite: missing to treat them as missing values",
+        )
+        self.column, self.row = column, row
+
+
+NON_FINITE_POLICIES = ("error", "missing")
+
+
+def to_feature_values(batch: pa.RecordBatch, kinds: dict[str, str], non_finite: str = "error") -> list[pa.Array]:
+    """The batch's columns converted to the planned kinds: int64, float32 or binary values (or lists of them).
+
+    A float that is not finite once narrowed to float32 raises NonFiniteValueError (`non_finite`
+    "error") or becomes a missing value ("missing"; in a list column it is always an error, as a
+    list has no missing element): one inf turns a z-scored feature into NaN for every row.
+    """
+    if non_finite not in NON_FINITE_POLICIES:
+        raise ValueError(f"non_finite must be one of {NON_FINITE_POLICIES}, not {non_finite!r}")
+    return [_convert(name, column, kinds[name], non_finite)
+            for name, column in zip(batch.schema.names, batch.columns, strict=True)]
 
 
 def encode_examples(names: list[str], columns: list[pa.Array]) -> pa.Array:
@@ -234,13 +257,30 @@ def _varint_bytes(value: int) -> bytes:
 # --- conversion to the planned kinds ---------------------------------------------------------
 
 
-def _convert(name: str, column: pa.Array, kind: str) -> pa.Array:
+def _convert(name: str, column: pa.Array, kind: str, non_finite: str) -> pa.Array:
     if _is_list(column.type):
         lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
         offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
         values = _convert_values(name, pc.list_flatten(column), kind)
+        if kind == "float":
+            _refuse_non_finite(name, values)  # rows are not known here: the batch's first row is reported
         return pa.ListArray.from_arrays(offsets, values, mask=column.is_null())
-    return _convert_values(name, column, kind)
+    values = _convert_values(name, column, kind)
+    if kind != "float":
+        return values
+    if non_finite == "missing":
+        return pc.if_else(pc.is_finite(values), values, pa.scalar(None, pa.float32()))
+    _refuse_non_finite(name, values)
+    return values
+
+
+def _refuse_non_finite(name: str, values: pa.Array) -> None:
+    """NonFiniteValueError for the first value of float32 `values` that is infinite or NaN (missing ones are fine)."""
+    finite = pc.fill_null(pc.is_finite(values), True)
+    if pc.all(finite).as_py():
+        return
+    bad = np.flatnonzero(~finite.to_numpy(zero_copy_only=False))
+    raise NonFiniteValueError(name, int(bad[0]), values[int(bad[0])].as_py(), len(bad))
 
 
 def _convert_values(name: str, values: pa.Array, kind: str) -> pa.Array:

@@ -96,7 +96,7 @@ class _EncodeFile(beam.DoFn):
         if plan.format == "tfrecord":
             return pa.array(batch, type=pa.binary()), (_tfrecord_key(batch, key) if key else None)
         try:
-            arrays = encode.to_feature_values(batch, plan.kinds)
+            arrays = encode.to_feature_values(batch, plan.kinds, self._options.non_finite)
         except encode.ValueConversionError as error:
             raise DataError(f"{sources.describe_row(scan, first_row + error.row)}: {error}") from None
         key_values = encode.first_values(arrays[plan.columns.index(key)]) if key else None

@@ -25,6 +25,7 @@ class IngestOptions(StepOptions):
     strategy: str
     key: str | None
     seed: int
+    non_finite: str  # error | missing: what ingest does with inf, -inf and NaN numbers
 
     def __post_init__(self):
         if not self.label:
@@ -35,6 +36,8 @@ class IngestOptions(StepOptions):
             raise ValueError(f"num_shards must be an integer from 1 to 99999, not {self.num_shards!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, not {self.seed!r}")
+        if self.non_finite not in ("error", "missing"):
+            raise ValueError(f"non_finite must be error or missing, not {self.non_finite!r}")
 
     def to_custom_config(self) -> example_gen_pb2.CustomConfig:
         """The options as an `Any`-packed Struct inside a CustomConfig."""

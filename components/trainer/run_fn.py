@@ -14,6 +14,7 @@ import math
 import os
 import time
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
@@ -100,6 +101,13 @@ def run_fn(fn_args) -> None:
         raise TrainingError(
             f"the training loss became NaN or infinite (loss per epoch: {losses}); nothing will be pushed. "
             "Lower trainer.learning_rate, check the data, or set trainer.debug.check_numerics: true to find the op"
+        )
+
+    broken = [variable.name for variable in network.weights if not np.isfinite(variable.numpy()).all()]
+    if broken:
+        raise TrainingError(
+            f"the trained weights are not finite ({', '.join(broken[:3])}); nothing will be pushed. "
+            "Check the data for extreme values, or lower trainer.learning_rate"
         )
 
     signatures = serving.make_signatures(network, tft_output, numeric + list(categorical), label, task, classes)

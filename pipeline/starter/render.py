@@ -29,6 +29,7 @@ COMMENTS = {
     "data.sharding.strategy": "hash | index | block | random",
     "data.sharding.key": "column hashed by `hash`; null hashes the whole row",
     "data.sharding.seed": "seed of `random` and of the train/eval split",
+    "data.non_finite": "inf, -inf, 1e309 in a number column: error | missing",
     "features.vocabulary_oov_buckets": "buckets for categories not seen in training",
     "schema.path": "a curated schema.pbtxt; null infers it from the data",
     "validation.fail_on_anomalies": "stop before Transform when the data has anomalies",

@@ -26,7 +26,7 @@ from dtfx.components.errors import DataError
 from dtfx.components.example_gen import encode, executor, sources
 from dtfx.components.example_gen.component import ShardedExampleGen, split_data_path
 from dtfx.components.example_gen.options import IngestOptions
-from dtfx.pipeline.config import ShardingSection
+from dtfx.pipeline.config import DataSection, ShardingSection
 
 HEADER = ["id", "x", "n", "colour", "label"]
 COLOURS = ["red", "green", "blue", "NA", ""]
@@ -47,9 +47,10 @@ def write_csv(path: Path, rows: list[list[str]], header: list[str] = HEADER) -> 
     return path
 
 
-def ingest_options(label: str = "label", **sharding) -> IngestOptions:
-    """The options the builder makes from the shipped config's data.sharding, with `sharding` changed."""
-    return IngestOptions(label=label, **{**ShardingSection().model_dump(), **sharding})
+def ingest_options(label: str = "label", **changes) -> IngestOptions:
+    """The options the builder makes from the config's defaults (data.sharding, data.non_finite), with `changes`."""
+    defaults = {**ShardingSection().model_dump(), "non_finite": DataSection.model_fields["non_finite"].default}
+    return IngestOptions(label=label, **{**defaults, **changes})
 
 
 def run_example_gen(data_path: Path | str, out: Path, label: str = "label", splits: dict[str, int] | None = None,
@@ -344,6 +345,21 @@ def test_a_value_that_is_not_a_number_in_a_numeric_column(tmp_path, monkeypatch)
     expect_data_error(tmp_path, path, f"{path}, line 3", "'three' is not an integer")
 
 
+@pytest.mark.parametrize("cell", ["inf", "-inf", "1e309", "1e39"])  # 1e39 is finite in float64, not in float32
+def test_a_number_that_is_not_finite_names_file_line_and_column(tmp_path, cell):
+    path = write_csv(tmp_path / "data.csv", [["1", "0.5", "3", "red", "a"], ["2", cell, "4", "red", "b"]])
+    expect_data_error(tmp_path, path, f"{path}, line 3", "column 'x'", "is not a finite number", "data.non_finite: missing")
+
+
+def test_non_finite_numbers_become_missing_values_when_the_config_says_so(tmp_path):
+    path = write_csv(tmp_path / "data.csv", [["1", "0.5", "3", "red", "a"], ["2", "inf", "4", "red", "b"],
+                                             ["3", "-1e309", "5", "red", "a"]])
+    examples = run_example_gen(path, tmp_path / "out", non_finite="missing", splits={"train": 1, "eval": 1})
+    xs = {values(example, "id")[0]: values(example, "x") if "x" in example.features.feature else None
+          for split in ("train", "eval") for shard in read_shards(examples, split) for example in shard}
+    assert xs == {1: [0.5], 2: None, 3: None}  # absent from the example: missing, as an empty cell is
+
+
 # --- the component ---------------------------------------------------------------------------
 
 
@@ -358,7 +374,7 @@ def test_data_path_becomes_input_base_and_pattern(tmp_path):
 
 
 def test_component_options_round_trip_through_the_custom_config(tmp_path):
-    options = IngestOptions(label="y", num_shards=7, strategy="random", key=None, seed=2**62 + 1)
+    options = IngestOptions(label="y", num_shards=7, strategy="random", key=None, seed=2**62 + 1, non_finite="missing")
     component = ShardedExampleGen(data_path=str(tmp_path / "x.csv"), splits={"train": 3, "eval": 1}, options=options)
     assert component.outputs["examples"].type_name == "Examples"
     # TFX keeps proto parameters as JSON in exec_properties, which is what the executor receives.
