@@ -8,6 +8,8 @@ config gives no feature lists. Transformed names end in `_xf`.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Any
 
 import tensorflow as tf
@@ -32,13 +34,24 @@ def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> d
         outputs[transformed_name(name)] = tft.compute_and_apply_vocabulary(
             _dense_strings(inputs[name]),
             num_oov_buckets=options.oov_buckets,
-            vocab_filename=f"vocabulary_{name}",
+            vocab_filename=vocabulary_filename(name),
         )
     if options.task == "classification":
         outputs[transformed_name(label)] = _class_ids(inputs[label])
     else:
         outputs[transformed_name(label)] = _dense(_as_float(inputs[label]), float("nan"))
     return outputs
+
+
+def vocabulary_filename(column: str) -> str:
+    """The vocabulary file of a category column, distinct for every distinct column name.
+
+    TensorFlow Transform turns every character but letters, digits, `.`, `-` and `_` into `_`,
+    so `a/b`, `a b` and `a_b` would share one file, and one feature would silently get another's
+    vocabulary. A digest of the exact name keeps them apart; the readable part is for people.
+    """
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", column)[:64]
+    return f"vocabulary_{readable}_{hashlib.sha256(column.encode()).hexdigest()[:10]}"
 
 
 def feature_kinds(inputs: dict[str, Any], options: TransformOptions) -> tuple[list[str], list[str]]:
