@@ -18,7 +18,7 @@ from __future__ import annotations
 import runpy
 import sys
 
-from dtfx.components.compat import with_declared_input_types
+from dtfx.components.compat import skip_tfx_sdist_on_direct_runner, with_declared_input_types
 
 TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 
@@ -26,6 +26,7 @@ TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_execut
 def main(argv: list[str] | None = None) -> None:
     """Types the input artifacts, then runs TFX's Kubeflow V2 entrypoint as `python -m` would."""
     argv = with_declared_input_types(sys.argv[1:] if argv is None else argv)
+    skip_tfx_sdist_on_direct_runner()
     sys.argv = [TFX_ENTRYPOINT, *argv]
     runpy.run_module(TFX_ENTRYPOINT, run_name="__main__", alter_sys=True)
 

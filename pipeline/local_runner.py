@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from dtfx.components.compat import watch_launches
+from dtfx.components.compat import skip_tfx_sdist_on_direct_runner, watch_launches
 from dtfx.pipeline import layout, run_lock
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
@@ -61,6 +61,7 @@ def run_local(
         try:
             # LocalDagRunner runs every step in this process: the Trainer's devices must exist before the first step.
             ensure_logical_cpus(STRATEGIES.get(distribution.strategy).logical_cpus(distribution.settings()))
+            skip_tfx_sdist_on_direct_runner()
             LocalDagRunner().run(pipeline)
         except StepError as failure:
             error = RunError("user", str(failure))

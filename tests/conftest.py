@@ -46,8 +46,8 @@ def write_config(tmp_path):
     return write
 
 
-def run_dtfx(*args: str, cwd: Path | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
-    """Runs the `dtfx` console script of this environment, as a user would."""
+def run_dtfx(*args: str, cwd: Path | None = None, timeout: int = 900, **env: str) -> subprocess.CompletedProcess:
+    """Runs the `dtfx` console script of this environment, as a user would (`env` adds environment variables)."""
     dtfx = Path(sys.executable).parent / "dtfx"
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **env)
     return subprocess.run([str(dtfx), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)

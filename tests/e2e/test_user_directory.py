@@ -53,8 +53,11 @@ def test_a_user_directory_with_pipeline_py_and_components_runs_and_compiles(tmp_
     validated = run_dtfx("validate", "penguins.yaml", cwd=tmp_path)
     assert validated.returncode == 0, validated.stderr
 
-    ran = run_dtfx("run", "penguins.yaml", cwd=tmp_path)
+    scratch = tmp_path / "system-tmp"  # the run's system temporary directory: empty again afterwards
+    scratch.mkdir()
+    ran = run_dtfx("run", "penguins.yaml", cwd=tmp_path, TMPDIR=str(scratch))
     assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert sorted(path.name for path in scratch.iterdir()) == []
     summary = summary_of(ran)
     assert summary.push.pushed and summary.push.directory.startswith(str(tmp_path / "outputs"))
     assert summary.trainer.parameters > 0
