@@ -6,12 +6,15 @@ Used by the loader to check a config before anything runs; no TensorFlow here, s
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import glob
 import gzip
 import importlib.util
 import os
 
 # Ingest decides a file's format by its name and reads its columns through the same registry.
+from dtfx.components.example_gen.sources import NULL_VALUES  # the cells ingest reads as missing
 from dtfx.components.registry.formats import FORMATS, format_of
 
 PACKAGE_SCHEME = "package://"
@@ -77,6 +80,51 @@ def content_problem(path: str) -> str | None:
         if not any(line.strip() for line in handle):
             return f"{path}, line 2: the file has a header but no data rows"
     return None
+
+
+SAMPLE_ROWS = 10_000  # validate reads this many data rows of a CSV to check values: quick for any file
+
+
+@dataclasses.dataclass
+class ColumnSample:
+    """What the first data rows of a CSV say about one column."""
+
+    present: int = 0  # cells that are not missing
+    first_non_number: tuple[int, str] | None = None  # (line, cell) of the first cell that is not a number
+
+
+def sample_columns(path: str, columns: list[str], rows: int = SAMPLE_ROWS) -> dict[str, ColumnSample]:
+    """Present cells and the first non-number of each of `columns` in the first `rows` data rows of a CSV file."""
+    samples = {name: ColumnSample() for name in columns}
+    opener = gzip.open if path.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as handle:
+        reader = csv.reader(handle)
+        header = [name.strip() for name in next(reader, [])]
+        positions = {name: header.index(name) for name in columns if name in header}
+        read = 0
+        for record in reader:
+            if not record:
+                continue
+            if read == rows:
+                break
+            read += 1
+            for name, position in positions.items():
+                cell = record[position] if position < len(record) else ""
+                if cell in NULL_VALUES:
+                    continue
+                sample = samples[name]
+                sample.present += 1
+                if sample.first_non_number is None and not _is_number(cell):
+                    sample.first_non_number = (reader.line_num, cell)
+    return samples
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return "_" not in cell  # Python reads 1_000 as a number; ingest does not
 
 
 # Kernel filesystems: writable by root for some files, never a place for a pipeline's outputs.

@@ -6,6 +6,7 @@ Every problem is collected and raised at once as a ConfigError whose lines read
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import os
 from collections.abc import Iterable
@@ -49,6 +50,7 @@ def load_config(path: str, overrides: Iterable[str] = (), check_data: bool = Tru
     problems.extend(_semantic_problems(raw, lines))
     if check_data:
         problems.extend(_data_problems(raw, lines))
+        problems.extend(_local_problems(raw, lines))
     if problems:
         raise ConfigError(path, problems)
     return _resolve_paths(config) if check_data else config
@@ -207,16 +209,50 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
         if isinstance(features.get(kind), list):
             named += [(f"features.{kind}.{index}", name) for index, name in enumerate(features[kind])]
     named.append(("data.sharding.key", _section(data, "sharding").get("key")))
+    missing = {name for path, name in named if isinstance(name, str) and name not in columns}
     for path, name in named:
-        if isinstance(name, str) and name not in columns:
+        if isinstance(name, str) and name in missing:
             problems.append(Problem(path, f"{name!r} is not a column of the data ({where})", line_of(path, lines)))
-    problems += _module_problems(raw, lines)
-    problems += _output_problems(raw, lines)
+    if formats[files[0]] == "csv":
+        try:
+            problems += _value_problems(files[0], named, missing, data.get("task", "classification"), lines)
+        except (OSError, csv.Error):
+            pass  # an unreadable file is reported above, from its header
+    return problems
+
+
+def _local_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
+    """What must hold on this machine besides the data: the user's module, the output directories, the schema file."""
+    problems = _module_problems(raw, lines) + _output_problems(raw, lines)
     schema_path = _section(raw, "schema").get("path")
     if isinstance(schema_path, str):
         problem = _schema_problem(data_source.resolve_path(schema_path))
         if problem:
             problems.append(Problem("schema.path", problem, line_of("schema.path", lines)))
+    return problems
+
+
+def _value_problems(
+    path: str, named: list[tuple[str, Any]], missing: set[str], task: str, lines: dict[str, int]
+) -> list[Problem]:
+    """From the first rows of the first CSV file: numeric features and a regression label hold numbers, the label values."""
+    numeric = [(key, name) for key, name in named if key.startswith("features.numeric.")]
+    if task == "regression":
+        numeric.append(("data.label", named[0][1]))
+    label = named[0][1]
+    wanted = [name for _, name in numeric] + [label]
+    samples = data_source.sample_columns(path, [n for n in wanted if isinstance(n, str) and n not in missing])
+    problems = []
+    for key, name in numeric:
+        found = samples.get(name) and samples[name].first_non_number
+        if found:
+            line, cell = found
+            what = "the regression label" if key == "data.label" else "a numeric feature"
+            problems.append(Problem(key, f"{path}, line {line}: {cell!r} in column {name!r} is not a number, "
+                                         f"but {name!r} is {what}", line_of(key, lines)))
+    if isinstance(label, str) and label in samples and samples[label].present == 0:
+        problems.append(Problem("data.label", f"the label column {label!r} has no value in the first "
+                                              f"{data_source.SAMPLE_ROWS:,} rows of {path}", line_of("data.label", lines)))
     return problems
 
 

@@ -322,3 +322,21 @@ def test_a_schema_file_that_is_not_a_schema_text_proto_is_a_problem(write_config
     assert any(p.startswith("schema.path (line") and "is not a schema text proto" in p and "3:" in p for p in problems), problems
     bad.write_text("")
     assert any("is a schema without features" in p for p in problems_of(write_config(schema={"path": str(bad)})))
+
+
+def test_values_that_cannot_train_are_problems_naming_file_line_and_column(write_config, tmp_path):
+    data = tmp_path / "homes.csv"
+    data.write_text("rooms,area,price,city\n3,70.5,200000,Oslo\n4,n/a,310000,Lima\nfive,80,N/A,Pune\n")
+    config = set_key(default_config(), "data", {"path": str(data), "label": "price", "task": "regression"})
+    config = set_key(config, "features", {"numeric": ["rooms", "area"], "categorical": ["city"]})
+    config = set_key(config, "evaluator.thresholds", {"mean_absolute_error": {"upper_bound": 1000}})
+    problems = problems_of(write_config(config))
+    assert any(p.startswith("features.numeric.0 (line") and f"{data}, line 4: 'five' in column 'rooms' is not a number"
+               in p for p in problems), problems
+    assert any(p.startswith("features.numeric.1 (line") and "'n/a' in column 'area'" in p for p in problems), problems
+    data.write_text("rooms,area,price,city\n3,70.5,,Oslo\n4,71,NA,Lima\n")
+    problems = problems_of(write_config(config))
+    assert any(p.startswith("data.label (line") and "the label column 'price' has no value" in p for p in problems)
+    data.write_text("rooms,area,price,city\n3,70.5,cheap,Oslo\n")
+    assert any("'cheap' in column 'price' is not a number, but 'price' is the regression label" in p
+               for p in problems_of(write_config(config)))
