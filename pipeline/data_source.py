@@ -1,7 +1,7 @@
-"""Where a config's data lives: resolving `data.path` to files and reading their column names.
+"""What `dtfx validate` knows about files before anything runs: where `data.path` points, the data files'
+columns and first rows, and whether an output directory can be created.
 
-Used by the loader to check a config before anything runs; no TensorFlow here, so
-`dtfx validate` stays fast.
+Used by the loader; no TensorFlow here, so `dtfx validate` stays fast.
 """
 
 from __future__ import annotations
