@@ -66,8 +66,8 @@ class DataSection(Section):
     sharding: ShardingSection = Field(default_factory=ShardingSection, description="How ingested rows are sharded.")
     non_finite: Literal["error", "missing"] = Field(
         "error",
-        description="A number that is infinite or NaN in float32 (inf, -inf, 1e309; the text NaN is already a missing "
-        "value): `error` stops ingest naming the file, line and column; `missing` treats it as a missing value.",
+        description="A number that is infinite in float32 (inf, -inf, 1e309; NaN, as text or stored, is always a "
+        "missing value): `error` stops ingest naming the file, line and column; `missing` treats it as a missing value.",
     )
 
     @field_validator("splits")

@@ -40,7 +40,7 @@ class ValueConversionError(ValueError):
 
 
 class NonFiniteValueError(ValueConversionError):
-    """A number that is infinite or NaN once stored as float32 (inf, -inf, 1e309, 1e39), refused by data.non_finite."""
+    """A number that is infinite once stored as float32 (inf, -inf, 1e309, 1e39), refused by data.non_finite."""
 
     def __init__(self, column: str, row: int, value, count: int):
         ValueError.__init__(
@@ -57,9 +57,10 @@ NON_FINITE_POLICIES = ("error", "missing")
 def to_feature_values(batch: pa.RecordBatch, kinds: dict[str, str], non_finite: str = "error") -> list[pa.Array]:
     """The batch's columns converted to the planned kinds: int64, float32 or binary values (or lists of them).
 
-    A float that is not finite once narrowed to float32 raises NonFiniteValueError (`non_finite`
+    A float that is infinite once narrowed to float32 raises NonFiniteValueError (`non_finite`
     "error") or becomes a missing value ("missing"; in a list column it is always an error, as a
-    list has no missing element): one inf turns a z-scored feature into NaN for every row.
+    list has no missing element): one inf turns a z-scored feature into NaN for every row. A
+    stored NaN (Parquet) is a missing value, as the text NaN of a CSV is.
     """
     if non_finite not in NON_FINITE_POLICIES:
         raise ValueError(f"non_finite must be one of {NON_FINITE_POLICIES}, not {non_finite!r}")
@@ -263,24 +264,30 @@ def _convert(name: str, column: pa.Array, kind: str, non_finite: str) -> pa.Arra
         offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
         values = _convert_values(name, pc.list_flatten(column), kind)
         if kind == "float":
-            _refuse_non_finite(name, values)  # rows are not known here: the batch's first row is reported
+            bad = _infinite(values)
+            if bad.size:  # a list has no missing element: always an error, reported at the row holding it
+                row = int(np.searchsorted(offsets.to_numpy(), bad[0], side="right") - 1)
+                raise NonFiniteValueError(name, row, values[int(bad[0])].as_py(), len(bad))
         return pa.ListArray.from_arrays(offsets, values, mask=column.is_null())
     values = _convert_values(name, column, kind)
     if kind != "float":
         return values
+    # A stored NaN is a missing value, as the text NaN of a CSV is (pandas writes missing floats so).
+    values = pc.if_else(pc.is_nan(values), pa.scalar(None, pa.float32()), values)
+    bad = _infinite(values)
+    if not bad.size:
+        return values
     if non_finite == "missing":
         return pc.if_else(pc.is_finite(values), values, pa.scalar(None, pa.float32()))
-    _refuse_non_finite(name, values)
-    return values
-
-
-def _refuse_non_finite(name: str, values: pa.Array) -> None:
-    """NonFiniteValueError for the first value of float32 `values` that is infinite or NaN (missing ones are fine)."""
-    finite = pc.fill_null(pc.is_finite(values), True)
-    if pc.all(finite).as_py():
-        return
-    bad = np.flatnonzero(~finite.to_numpy(zero_copy_only=False))
     raise NonFiniteValueError(name, int(bad[0]), values[int(bad[0])].as_py(), len(bad))
+
+
+def _infinite(values: pa.Array) -> np.ndarray:
+    """Positions of the infinite values of float32 `values` (missing values and NaN aside)."""
+    infinite = pc.fill_null(pc.is_inf(values), False)
+    if not pc.any(infinite).as_py():
+        return np.empty(0, dtype=np.int64)
+    return np.flatnonzero(infinite.to_numpy(zero_copy_only=False))
 
 
 def _convert_values(name: str, values: pa.Array, kind: str) -> pa.Array:

@@ -351,6 +351,21 @@ def test_a_number_that_is_not_finite_names_file_line_and_column(tmp_path, cell):
     expect_data_error(tmp_path, path, f"{path}, line 3", "column 'x'", "is not a finite number", "data.non_finite: missing")
 
 
+def test_a_stored_nan_is_missing_and_an_infinite_list_element_names_its_row(tmp_path):
+    table = pa.table({"id": [1, 2, 3], "x": [0.5, float("nan"), None], "label": ["a", "b", "a"],
+                      "xs": [[1.0], [2.0], [3.0]]})
+    pq.write_table(table, tmp_path / "data.parquet")
+    examples = run_example_gen(tmp_path / "data.parquet", tmp_path / "out", splits={"train": 1, "eval": 1})
+    xs = {values(example, "id")[0]: values(example, "x") if "x" in example.features.feature else None
+          for split in ("train", "eval") for shard in read_shards(examples, split) for example in shard}
+    assert xs == {1: [0.5], 2: None, 3: None}  # NaN as pandas writes a missing float: missing, not an error
+
+    broken = table.set_column(3, "xs", pa.array([[1.0], [2.0], [3.0, float("inf")]]))
+    pq.write_table(broken, tmp_path / "lists.parquet")
+    (tmp_path / "second").mkdir()
+    expect_data_error(tmp_path / "second", tmp_path / "lists.parquet", "row 3", "column 'xs'", "is not a finite number")
+
+
 def test_non_finite_numbers_become_missing_values_when_the_config_says_so(tmp_path):
     path = write_csv(tmp_path / "data.csv", [["1", "0.5", "3", "red", "a"], ["2", "inf", "4", "red", "b"],
                                              ["3", "-1e309", "5", "red", "a"]])
