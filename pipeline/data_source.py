@@ -82,7 +82,7 @@ def content_problem(path: str) -> str | None:
     return None
 
 
-SAMPLE_ROWS = 10_000  # validate reads this many data rows of a CSV to check values: quick for any file
+SAMPLE_ROWS = 10_000  # data rows of a CSV that validate and init read: enough to see a column's values, quick for any file
 
 
 @dataclasses.dataclass
@@ -114,12 +114,13 @@ def sample_columns(path: str, columns: list[str], rows: int = SAMPLE_ROWS) -> di
                     continue
                 sample = samples[name]
                 sample.present += 1
-                if sample.first_non_number is None and not _is_number(cell):
+                if sample.first_non_number is None and not is_number(cell):
                     sample.first_non_number = (reader.line_num, cell)
     return samples
 
 
-def _is_number(cell: str) -> bool:
+def is_number(cell: str) -> bool:
+    """Whether ingest reads the CSV cell as a number."""
     try:
         float(cell)
     except ValueError:

@@ -11,9 +11,9 @@ from dtfx.components.errors import DataError
 
 # The header and the missing cells as ingest reads them.
 from dtfx.components.example_gen.sources import NULL_VALUES, read_csv_header
+from dtfx.pipeline.data_source import SAMPLE_ROWS, is_number
 from dtfx.pipeline.errors import UserError
 
-SAMPLE_ROWS = 10_000  # enough to see every kind of value of a column, quick for any file
 _INT = re.compile(r"[+-]?\d+")
 
 
@@ -32,17 +32,9 @@ class Column:
             return "empty"
         if all(_INT.fullmatch(value.strip()) for value in self.values):
             return "int"
-        if all(_is_float(value) for value in self.values):
+        if all(is_number(value) for value in self.values):
             return "float"
         return "string"
-
-
-def _is_float(value: str) -> bool:
-    try:
-        float(value)
-    except ValueError:
-        return False
-    return "_" not in value  # Python reads 1_000 as a number; the CSV reader does not
 
 
 def read_sample(csv_path: str, rows: int = SAMPLE_ROWS) -> tuple[list[Column], int]:
