@@ -52,7 +52,10 @@ def build_pipeline(config: Config, until: str | None = None, metadata_connection
     if config.schema_.path:
         schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_.path)
     else:
-        schema_gen = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=True)
+        # No fixed shapes: a feature that happened never to be missing in training would be a
+        # required input of the serving signature, refusing a request that omits it. Unshaped, it
+        # is filled at serving as in training (the mean, the missing category).
+        schema_gen = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=False)
     schema = add("schema", schema_gen).outputs["schema"]
     reference_path = ""
     if not config.schema_.path:
@@ -117,8 +120,9 @@ def build_pipeline(config: Config, until: str | None = None, metadata_connection
 
 
 def ingest_options(config: Config) -> IngestOptions:
-    """The ingest step's options: the label, `data.non_finite` and `data.sharding`."""
-    return IngestOptions(label=config.data.label, non_finite=config.data.non_finite, **config.data.sharding.model_dump())
+    """The ingest step's options: the label and task, `data.non_finite`, `data.sharding` and the numeric features."""
+    return IngestOptions(label=config.data.label, task=config.data.task, non_finite=config.data.non_finite,
+                         numeric_features=config.features.numeric, **config.data.sharding.model_dump())
 
 
 def transform_options(config: Config) -> TransformOptions:

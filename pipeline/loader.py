@@ -6,9 +6,12 @@ Every problem is collected and raised at once as a ConfigError whose lines read
 
 from __future__ import annotations
 
+import ast
+import copy
 import csv
 import importlib.util
 import os
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,7 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from dtfx.components.registry.formats import format_of
-from dtfx.components.registry.metrics import METRICS, metrics_for
+from dtfx.components.registry.metrics import metrics_for, unreachable_bounds
 from dtfx.components.registry.models import MODEL_TYPES
 from dtfx.pipeline import data_source
 from dtfx.pipeline.config import Config
@@ -44,6 +47,7 @@ def load_config(path: str, overrides: Iterable[str] = (), check_data: bool = Tru
         config = Config.model_validate(raw)
     except ValidationError as error:
         problems.extend(_pydantic_problems(error, lines))
+        problems.extend(_checks_behind_errors(raw, error, lines))
         config = None
     # Checks across sections and of the data run on the raw document, so that they are
     # reported together with the schema errors rather than after they are fixed.
@@ -96,6 +100,50 @@ def _pydantic_problems(error: ValidationError, lines: dict[str, int]) -> list[Pr
     return list(unique.values())
 
 
+def _checks_behind_errors(raw: dict[str, Any], error: ValidationError, lines: dict[str, int]) -> list[Problem]:
+    """Problems that pydantic did not reach: a section's checks across its fields run only when every field is valid.
+
+    The keys that failed are taken out (so their defaults apply) and the document is validated
+    again, up to three times; a new problem counts only if its message does not name a key that
+    was taken out, since it may be about the default that replaced it.
+    """
+    document = copy.deepcopy(raw)
+    seen = {(problem.path, problem.message) for problem in _pydantic_problems(error, lines)}
+    removed: set[str] = set()
+    found = []
+    for _ in range(3):
+        taken = {_remove_key(document, item["loc"]) for item in error.errors()} - {None}
+        if not taken:
+            break
+        removed |= taken
+        try:
+            Config.model_validate(document)
+            break
+        except ValidationError as again:
+            error = again
+        for problem in _pydantic_problems(error, lines):
+            named = any(re.search(rf"\b{re.escape(name)}\b", problem.message) for name in removed)
+            if problem.message != "required key is missing" and not named and (problem.path, problem.message) not in seen:
+                found.append(problem)
+            seen.add((problem.path, problem.message))
+    return found
+
+
+def _remove_key(document: dict[str, Any], loc: tuple) -> str | None:
+    """Deletes the key at `loc` (a list as a whole, for an item of it); returns its name, or None if absent."""
+    parts = [part for part in loc if part not in UNION_MEMBER_NAMES]
+    target: Any = document
+    for index, part in enumerate(parts):
+        if not isinstance(target, dict) or part not in target:
+            return None
+        is_last = index == len(parts) - 1 or not isinstance(target[part], dict)
+        if is_last:
+            del target[part]
+            return str(part)
+        target = target[part]
+    return None
+
+
 def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
     value = raw.get(name)
     return value if isinstance(value, dict) else {}
@@ -103,21 +151,10 @@ def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _unreachable_bounds(path: str, metric: str, bounds: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     """A bound outside the values the metric can take would never bless a model, like having no threshold."""
-    low, high = METRICS.get(metric).low, METRICS.get(metric).high
-    lower, upper = bounds.get("lower_bound"), bounds.get("upper_bound")
-    unreachable = []
-    if _is_number(lower) and lower > high:
-        unreachable.append(("lower_bound", lower, f"{metric} is never above {high}"))
-    if _is_number(upper) and upper < low:
-        unreachable.append(("upper_bound", upper, f"{metric} is never below {low}"))
-    return [
-        Problem(
-            f"{path}.{key}",
-            f"{reason}, so {key} {value} can never be met and no model would ever be pushed",
-            line_of(f"{path}.{key}", lines) or line_of(path, lines),
-        )
-        for key, value, reason in unreachable
-    ]
+    lower, upper = (bounds.get(key) for key in ("lower_bound", "upper_bound"))
+    found = unreachable_bounds(metric, lower if _is_number(lower) else None, upper if _is_number(upper) else None)
+    return [Problem(f"{path}.{key}", message, line_of(f"{path}.{key}", lines) or line_of(path, lines))
+            for key, message in found]
 
 
 def _is_number(value: Any) -> bool:
@@ -288,27 +325,83 @@ def _output_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem
 
 
 def _module_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
-    """`trainer.model.module` must name a module that this machine can import (its function is looked up when training)."""
+    """`trainer.model.module` must name a module this machine can import, which defines the function it names.
+
+    The module's source is read, not run: importing it would run user code (and load TensorFlow) in `validate`.
+    """
     model = _section(_section(raw, "trainer"), "model")
     dotted = model.get("module")
     if not isinstance(dotted, str) or "." not in dotted:
         return []
-    module = dotted.rpartition(".")[0]
+    module, _, function = dotted.rpartition(".")
     try:
-        found = importlib.util.find_spec(module) is not None
+        spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):  # a parent package is missing or broken
-        found = False
-    if found:
-        return []
+        spec = None
     where = line_of("trainer.model.module", lines)
-    return [
-        Problem(
-            "trainer.model.module",
-            f"cannot import module {module!r}: it must be installed, or be a package in the directory you run dtfx in "
-            f"({os.getcwd()}), or be on PYTHONPATH",
-            where,
-        )
-    ]
+    if spec is None:
+        return [
+            Problem(
+                "trainer.model.module",
+                f"cannot import module {module!r}: it must be installed, or be a package in the directory you run dtfx in "
+                f"({os.getcwd()}), or be on PYTHONPATH",
+                where,
+            )
+        ]
+    problem = _missing_function(spec.origin, function)
+    return [Problem("trainer.model.module", f"module {module!r} ({spec.origin}): {problem}", where)] if problem else []
+
+
+def _missing_function(source_path: str | None, function: str) -> str | None:
+    """Why `function` is not a top-level function of the Python file at `source_path`, or None (also when unsure)."""
+    if not source_path or not source_path.endswith(".py"):
+        return None  # an extension module or a namespace package: only the import can tell
+    try:
+        with open(source_path, "rb") as handle:
+            tree = ast.parse(handle.read(), source_path)
+    except SyntaxError as error:
+        return f"line {error.lineno}: the module has a syntax error ({error.msg})"
+    except (OSError, ValueError):
+        return None
+    bound: dict[str, ast.stmt] = {}
+    for statement in _module_level(tree.body):
+        if isinstance(statement, ast.ImportFrom) and any(alias.name == "*" for alias in statement.names):
+            return None  # a star import may bring it
+        for name in _bound_names(statement):
+            bound[name] = statement
+    statement = bound.get(function)
+    if statement is None:
+        defined = sorted(name for name, node in bound.items()
+                         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not name.startswith("_"))
+        return f"defines no {function!r}" + (f" (its functions: {', '.join(defined)})" if defined else "")
+    if isinstance(statement, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef | ast.Import | ast.ImportFrom):
+        return None
+    if isinstance(statement, ast.Assign | ast.AnnAssign) and isinstance(statement.value, ast.Constant):
+        return f"{function!r} is a constant ({statement.value.value!r}), not a function"
+    return None
+
+
+def _module_level(body: list[ast.stmt]):
+    """The statements that run at module level, inside `if`, `try`, `with` and loops too, but not in functions."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            yield from _module_level(getattr(statement, field, []))
+        for handler in getattr(statement, "handlers", []):
+            yield from _module_level(handler.body)
+
+
+def _bound_names(statement: ast.stmt) -> list[str]:
+    """The top-level names a statement binds (definitions, imports, plain assignments)."""
+    if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [statement.name]
+    if isinstance(statement, ast.Import | ast.ImportFrom):
+        return [(alias.asname or alias.name).split(".")[0] for alias in statement.names]
+    targets = statement.targets if isinstance(statement, ast.Assign) else \
+        [statement.target] if isinstance(statement, ast.AnnAssign) else []
+    return [target.id for target in targets if isinstance(target, ast.Name)]
 
 
 def _resolve_paths(config: Config) -> Config:

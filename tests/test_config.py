@@ -68,6 +68,39 @@ def test_a_user_model_module_that_cannot_be_imported_is_a_problem(write_config):
                for p in problems), problems
 
 
+@pytest.mark.parametrize("source, fragment", [
+    ("def build(numeric, categorical, num_outputs): ...\n", "defines no 'build_fn' (its functions: build)"),
+    ("build_fn = 3\n", "'build_fn' is a constant (3), not a function"),
+    ("def build_fn(:\n", "line 1: the module has a syntax error"),
+])
+def test_a_user_model_module_without_the_function_is_a_problem(write_config, tmp_path, monkeypatch, source, fragment):
+    (tmp_path / "half_models.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    problems = problems_of(write_config(trainer__model={"module": "half_models.build_fn"}))
+    assert any(p.startswith("trainer.model.module (line") and fragment in p for p in problems), problems
+
+
+def test_a_function_bound_by_an_import_or_inside_try_is_found(write_config, tmp_path, monkeypatch):
+    (tmp_path / "guarded_models.py").write_text("try:\n    from os.path import join as build_fn\nexcept ImportError:\n"
+                                                "    raise\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    load_config(str(write_config(trainer__model={"module": "guarded_models.build_fn"})))
+
+
+def test_checks_across_fields_run_even_when_another_field_of_the_section_fails(write_config):
+    problems = problems_of(write_config(trainer__train_steps=-1, trainer__batch_size=63,
+                                        trainer__distribution={"devices": 2},
+                                        features={"numeric": ["bill_length_mm"], "categorical": ["bill_length_mm"],
+                                                  "vocabulary_oov_buckets": 0}))
+    assert any(p.startswith("trainer.train_steps (line") for p in problems), problems
+    assert any("batch_size 63 is not a multiple of distribution.devices 2" in p for p in problems), problems
+    assert any(p.startswith("features.vocabulary_oov_buckets") for p in problems), problems
+    assert any("listed as both numeric and categorical: bill_length_mm" in p for p in problems), problems
+    # A check is not run against the default that stands in for a key that failed.
+    problems = problems_of(write_config(trainer__batch_size="many", trainer__distribution={"devices": 3}))
+    assert not any("is not a multiple" in p for p in problems), problems
+
+
 def test_every_problem_is_reported_at_once_with_its_line(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(

@@ -68,6 +68,48 @@ def to_feature_values(batch: pa.RecordBatch, kinds: dict[str, str], non_finite: 
             for name, column in zip(batch.schema.names, batch.columns, strict=True)]
 
 
+def finite_records(records: np.ndarray, non_finite: str = "error") -> pa.Array:
+    """Serialized tf.Examples (a TFRecord source) with the rule of `to_feature_values` applied to their floats.
+
+    Records without a NaN or infinite float are kept byte for byte. Otherwise an infinite value
+    raises NonFiniteValueError ("error"), and NaN values (and, with "missing", infinite ones)
+    are dropped from their lists, which for a one-value feature makes it missing; the batch is
+    then encoded again.
+    """
+    from tfx_bsl.coders import example_coder
+
+    batch = example_coder.ExamplesToRecordBatchDecoder().DecodeBatch(list(records))
+    found = False
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        if _kind_of(column.type) != "float":
+            continue
+        values = pc.list_flatten(column).to_numpy(zero_copy_only=False)
+        infinite = np.flatnonzero(np.isinf(values))
+        if infinite.size and non_finite == "error":
+            lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
+            row = int(np.searchsorted(np.cumsum(lengths), infinite[0], side="right"))
+            raise NonFiniteValueError(name, row, float(values[infinite[0]]), len(infinite))
+        found = found or not np.isfinite(values).all()
+    if not found:
+        return pa.array(records, type=pa.binary())
+    return encode_examples(batch.schema.names, [_finite_lists(column) for column in batch.columns])
+
+
+def _finite_lists(column: pa.Array) -> pa.Array:
+    """A decoded feature column as the encoder takes it; float lists without their NaN and infinite values."""
+    kind = _kind_of(column.type)
+    value_type = {"float": pa.float32(), "int": pa.int64(), "bytes": pa.binary()}[kind]
+    column = pc.cast(column, pa.list_(value_type))
+    if kind != "float":
+        return column
+    lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
+    values = pc.list_flatten(column)
+    keep = np.isfinite(values.to_numpy(zero_copy_only=False))
+    kept_lengths = np.bincount(np.repeat(np.arange(len(column)), lengths)[keep], minlength=len(column))
+    offsets = pa.array(np.concatenate([[0], np.cumsum(kept_lengths)]).astype(np.int32))
+    return pa.ListArray.from_arrays(offsets, values.filter(pa.array(keep)), mask=column.is_null())
+
+
 def encode_examples(names: list[str], columns: list[pa.Array]) -> pa.Array:
     """Serialized tf.Examples, one per row, as a binary array; null cells are left out."""
     num_rows = len(columns[0]) if columns else 0

@@ -15,6 +15,7 @@ Everything is written into a hidden staging directory inside the output artifact
 from __future__ import annotations
 
 import concurrent.futures
+import gzip
 import os
 import re
 import shutil
@@ -68,7 +69,7 @@ class _EncodeFile(beam.DoFn):
     def process(self, indexed_path: tuple[int, str], scans: list[sources.FileScan]):
         # Unifying the scans is cheap (one small record per file), so each file does it rather than
         # paying for another Beam stage.
-        plan = sources.make_plan(scans, self._options.label, self._options.key)
+        plan = sources.make_plan(scans, self._options.label, self._options.key, self._options.numeric_columns())
         index, _ = indexed_path
         scan = plan.files[index]
         file_rows = 0
@@ -93,9 +94,9 @@ class _EncodeFile(beam.DoFn):
     def _encode(self, scan, batch, plan, first_row):
         """(serialized examples as a binary array, key column values or None) of one batch."""
         key = self._options.key if self._options.strategy == "hash" else None
-        if plan.format == "tfrecord":
-            return pa.array(batch, type=pa.binary()), (_tfrecord_key(batch, key) if key else None)
         try:
+            if plan.format == "tfrecord":
+                return encode.finite_records(batch, self._options.non_finite), (_tfrecord_key(batch, key) if key else None)
             arrays = encode.to_feature_values(batch, plan.kinds, self._options.non_finite)
         except encode.ValueConversionError as error:
             raise DataError(f"{sources.describe_row(scan, first_row + error.row)}: {error}") from None
@@ -233,6 +234,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         staging = os.path.join(examples.uri, f".incomplete-{uuid.uuid4().hex}")
         try:
             self._run_pipeline(files, options, split_names, split_sizes, staging)
+            _check_no_split_is_empty(staging, split_names, split_sizes, options.num_shards)
             _publish(staging, examples.uri, split_names, options.num_shards)
         finally:
             if fileio.exists(staging):
@@ -276,6 +278,22 @@ def _check_formats(exec_properties: dict[str, Any]) -> None:
     file_format = exec_properties.get(standard_component_specs.OUTPUT_FILE_FORMAT_KEY) or example_gen_pb2.FORMAT_TFRECORDS_GZIP
     if payload != example_gen_pb2.FORMAT_TF_EXAMPLE or file_format != example_gen_pb2.FORMAT_TFRECORDS_GZIP:
         raise ValueError("ShardedExampleGen writes tf.Examples in gzipped TFRecord files only")
+
+
+def _check_no_split_is_empty(staging: str, split_names: list[str], split_sizes: list[int], num_shards: int) -> None:
+    """Every split must hold a row: an empty eval split fails Transform or evaluation later, and obscurely."""
+    for split in split_names:
+        directory = os.path.join(staging, f"Split-{split}")
+        if not any(_has_a_record(os.path.join(directory, shard_file_name(shard, num_shards)))
+                   for shard in range(num_shards)):
+            sizes = ", ".join(f"{name}: {size}" for name, size in zip(split_names, split_sizes, strict=True))
+            raise DataError(f"the {split} split received no row: the data has too few rows for data.splits "
+                            f"({sizes}); each split needs at least one row, so add rows")
+
+
+def _has_a_record(path: str) -> bool:
+    with fileio.open(path, "rb") as raw, gzip.GzipFile(fileobj=raw) as shard:
+        return bool(shard.read(1))
 
 
 def _publish(staging: str, uri: str, split_names: list[str], num_shards: int) -> None:

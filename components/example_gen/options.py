@@ -26,6 +26,15 @@ class IngestOptions(StepOptions):
     key: str | None
     seed: int
     non_finite: str  # error | missing: what ingest does with inf, -inf and NaN numbers
+    task: str  # classification | regression: a regression label must hold numbers
+    numeric_features: list[str] | None  # features.numeric: columns that must hold numbers; None when inferred
+
+    def numeric_columns(self) -> dict[str, str]:
+        """Each column that must hold numbers, with what the config makes it (for the error that names it)."""
+        roles = dict.fromkeys(self.numeric_features or (), "a numeric feature (features.numeric)")
+        if self.task == "regression":
+            roles[self.label] = "the regression label (data.label)"
+        return roles
 
     def __post_init__(self):
         if not self.label:
@@ -38,6 +47,8 @@ class IngestOptions(StepOptions):
             raise ValueError(f"seed must be an integer, not {self.seed!r}")
         if self.non_finite not in ("error", "missing"):
             raise ValueError(f"non_finite must be error or missing, not {self.non_finite!r}")
+        if self.task not in ("classification", "regression"):
+            raise ValueError(f"task must be classification or regression, not {self.task!r}")
 
     def to_custom_config(self) -> example_gen_pb2.CustomConfig:
         """The options as an `Any`-packed Struct inside a CustomConfig."""

@@ -92,8 +92,12 @@ def scan_file(indexed_path: tuple[int, str]) -> FileScan:
     return FileScan(index=index, path=path, format=kind, columns=tuple(columns), kinds=kinds, num_rows=num_rows)
 
 
-def make_plan(scans: list[FileScan], label: str, key: str | None) -> Plan:
-    """Unifies the scans of all files; raises DataError when they do not fit together."""
+def make_plan(scans: list[FileScan], label: str, key: str | None, numeric: dict[str, str] | None = None) -> Plan:
+    """Unifies the scans of all files; raises DataError when they do not fit together.
+
+    `numeric` maps each column that must hold numbers to what it is in the config ("a numeric
+    feature", "the regression label"); one that holds text names its first non-number.
+    """
     scans = sorted(scans, key=lambda scan: scan.index)
     first = scans[0]
     columns = list(first.columns)
@@ -117,9 +121,42 @@ def make_plan(scans: list[FileScan], label: str, key: str | None) -> Plan:
         if name is not None and name not in kinds:
             where = first.path if first.format == "tfrecord" else f"{first.path}, line 1"
             raise DataError(f"{where}: the {role} column {name!r} is not in the data (columns: {', '.join(columns)})")
+    for name, role in (numeric or {}).items():
+        if kinds.get(name) == "bytes":
+            raise DataError(_first_non_number(scans, name, role))
     offsets = tuple(int(offset) for offset in np.cumsum([0] + [scan.num_rows for scan in scans])[:-1])
     return Plan(files=tuple(scans), format=first.format, columns=tuple(columns), kinds=kinds, offsets=offsets,
                 total_rows=sum(scan.num_rows for scan in scans))
+
+
+def _first_non_number(scans: list[FileScan], name: str, role: str) -> str:
+    """Where column `name` first holds a value that is not a number, as an error message (error path only)."""
+    for scan in scans:
+        if scan.kinds.get(name) != "bytes":
+            continue
+        if scan.format == "tfrecord":
+            return f"{scan.path}: feature {name!r} holds bytes, but {name!r} is {role}"
+        first_row = 0
+        for batch in iter_tables(scan, (name,)):
+            column = batch.column(0)
+            if _casts(column):
+                first_row += batch.num_rows
+                continue
+            for row, value in enumerate(column.to_pylist()):
+                if value is not None and not _casts(pa.array([value], column.type)):
+                    return f"{describe_row(scan, first_row + row)}: {value!r} in column {name!r} is not a number, " \
+                           f"but {name!r} is {role}"
+            first_row += batch.num_rows
+    return f"column {name!r} holds text, but {name!r} is {role}"
+
+
+def _casts(values: pa.Array) -> bool:
+    """Whether the values convert to floats, by the cast that converts the column when it is encoded."""
+    try:
+        pc.cast(values, pa.float64())
+        return True
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
 
 
 def iter_tables(scan: FileScan, columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:

@@ -25,6 +25,7 @@ import shutil
 import time
 import uuid
 
+from absl import logging
 from tfx.utils import io_utils
 
 from dtfx.components.errors import StepError
@@ -128,6 +129,10 @@ def publish(model_dir: str, base_dir: str) -> tuple[int, str, bool]:
     with locked(base_dir):
         remove_stale_temp_dirs(base_dir)
         existing = existing_versions(base_dir)
+        strays = sorted(name for name in os.listdir(base_dir) if version_number(name) is None and not name.startswith("."))
+        if strays:
+            logging.warning("%s: ignoring %s: not version directories (TF Serving loads numeric names only)",
+                            base_dir, ", ".join(strays))
         if existing and recorded_digest(os.path.join(base_dir, str(existing[-1]))) == digest:
             return existing[-1], os.path.join(base_dir, str(existing[-1])), False
         version = next_version(existing, _now())

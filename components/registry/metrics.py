@@ -43,3 +43,15 @@ METRICS.register(Metric("example_count", "ExampleCount", TASKS, True, 0, math.in
 def metrics_for(task: str) -> tuple[str, ...]:
     """Names of the metrics a threshold may use for `task`, the always-computed one first."""
     return tuple(metric.name for metric in METRICS if task in metric.tasks)
+
+
+def unreachable_bounds(metric: str, lower_bound: float | None, upper_bound: float | None) -> list[tuple[str, str]]:
+    """(key, message) for each bound outside the values `metric` can take: it would never bless a model."""
+    entry = METRICS.get(metric)
+    unreachable = []
+    if lower_bound is not None and lower_bound > entry.high:
+        unreachable.append(("lower_bound", lower_bound, f"{metric} is never above {entry.high}"))
+    if upper_bound is not None and upper_bound < entry.low:
+        unreachable.append(("upper_bound", upper_bound, f"{metric} is never below {entry.low}"))
+    return [(key, f"{reason}, so {key} {value} can never be met and no model would ever be pushed")
+            for key, value, reason in unreachable]

@@ -49,7 +49,8 @@ def write_csv(path: Path, rows: list[list[str]], header: list[str] = HEADER) -> 
 
 def ingest_options(label: str = "label", **changes) -> IngestOptions:
     """The options the builder makes from the config's defaults (data.sharding, data.non_finite), with `changes`."""
-    defaults = {**ShardingSection().model_dump(), "non_finite": DataSection.model_fields["non_finite"].default}
+    defaults = {**ShardingSection().model_dump(), "non_finite": DataSection.model_fields["non_finite"].default,
+                "task": "classification", "numeric_features": None}
     return IngestOptions(label=label, **{**defaults, **changes})
 
 
@@ -237,8 +238,9 @@ def test_files_may_order_their_columns_differently(tmp_path):
 
 
 def test_penguins_style_csv_with_na(tmp_path):
-    header = ["species", "bill_length_mm", "sex", "year"]
+    header = ["species", "bill_length_mm", "sex", "year", "id"]
     rows = [["Adelie", "39.1", "male", "2007"], ["Adelie", "NA", "NA", "2007"], ["Gentoo", "46.1", "female", "2008"]] * 10
+    rows = [[*row, str(number)] for number, row in enumerate(rows)]  # distinct rows: the split hashes the content
     examples = run_example_gen(write_csv(tmp_path / "penguins.csv", rows, header), tmp_path / "out", label="species",
                                num_shards=1)
     everything = [e for split in ("train", "eval") for shard in read_shards(examples, split) for e in shard]
@@ -276,6 +278,38 @@ def test_tfrecord_source(tmp_path, gzipped):
     paths = [path for split in ("train", "eval") for path in shard_paths(examples, split)]
     copied = [record.numpy() for path in paths for record in tf.data.TFRecordDataset(path, "GZIP")]
     assert sorted(copied) == sorted(originals.values())  # records are copied unchanged
+
+
+def write_tfrecord(path: Path, xs: list[list[float]]) -> Path:
+    """Uncompressed tf.Examples with an id, the float list `x` of each row and a label."""
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i, x in enumerate(xs):
+            example = tf.train.Example()
+            example.features.feature["id"].int64_list.value.append(i)
+            example.features.feature["x"].float_list.value.extend(x)
+            example.features.feature["label"].bytes_list.value.append(b"yes" if i % 2 else b"no")
+            writer.write(example.SerializeToString())
+    return path
+
+
+def test_tfrecord_floats_follow_the_non_finite_rule_of_the_other_formats(tmp_path):
+    xs = [[float(i)] for i in range(40)]
+    xs[5], xs[6], xs[7] = [float("inf")], [float("nan")], [1.0, float("-inf"), 2.0]
+    path = write_tfrecord(tmp_path / "data.tfrecord", xs)
+    expect_data_error(tmp_path, path, f"{path}, row 6", "column 'x'", "inf is not a finite number (2 such value(s)",
+                      "data.non_finite: missing")
+
+    examples = run_example_gen(path, tmp_path / "kept", non_finite="missing")
+    got = {values(e, "id")[0]: values(e, "x") for split in ("train", "eval") for shard in read_shards(examples, split)
+           for e in shard}
+    assert got[5] == [] and got[6] == [] and got[7] == [1.0, 2.0]  # left out, as a missing value
+    assert got[8] == [8.0] and len(got) == 40
+
+    nan_only = write_tfrecord(tmp_path / "nan.tfrecord", [[float("nan")] if i == 3 else [1.0 * i] for i in range(40)])
+    examples = run_example_gen(nan_only, tmp_path / "nan")  # a NaN is a missing value under either rule
+    got = {values(e, "id")[0]: values(e, "x") for split in ("train", "eval") for shard in read_shards(examples, split)
+           for e in shard}
+    assert got[3] == [] and got[4] == [4.0]
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -352,15 +386,16 @@ def test_a_number_that_is_not_finite_names_file_line_and_column(tmp_path, cell):
 
 
 def test_a_stored_nan_is_missing_and_an_infinite_list_element_names_its_row(tmp_path):
-    table = pa.table({"id": [1, 2, 3], "x": [0.5, float("nan"), None], "label": ["a", "b", "a"],
-                      "xs": [[1.0], [2.0], [3.0]]})
+    padding = range(4, 41)  # rows enough for both splits
+    table = pa.table({"id": [1, 2, 3, *padding], "x": [0.5, float("nan"), None, *(1.0 for _ in padding)],
+                      "label": ["a", "b", "a", *("a" for _ in padding)], "xs": [[1.0], [2.0], [3.0], *([1.0] for _ in padding)]})
     pq.write_table(table, tmp_path / "data.parquet")
     examples = run_example_gen(tmp_path / "data.parquet", tmp_path / "out", splits={"train": 1, "eval": 1})
     xs = {values(example, "id")[0]: values(example, "x") if "x" in example.features.feature else None
           for split in ("train", "eval") for shard in read_shards(examples, split) for example in shard}
-    assert xs == {1: [0.5], 2: None, 3: None}  # NaN as pandas writes a missing float: missing, not an error
+    assert {i: xs[i] for i in (1, 2, 3)} == {1: [0.5], 2: None, 3: None}  # NaN as pandas writes a missing float
 
-    broken = table.set_column(3, "xs", pa.array([[1.0], [2.0], [3.0, float("inf")]]))
+    broken = table.set_column(3, "xs", pa.array([[1.0], [2.0], [3.0, float("inf")], *([1.0] for _ in padding)]))
     pq.write_table(broken, tmp_path / "lists.parquet")
     (tmp_path / "second").mkdir()
     expect_data_error(tmp_path / "second", tmp_path / "lists.parquet", "row 3", "column 'xs'", "is not a finite number")
@@ -368,11 +403,11 @@ def test_a_stored_nan_is_missing_and_an_infinite_list_element_names_its_row(tmp_
 
 def test_non_finite_numbers_become_missing_values_when_the_config_says_so(tmp_path):
     path = write_csv(tmp_path / "data.csv", [["1", "0.5", "3", "red", "a"], ["2", "inf", "4", "red", "b"],
-                                             ["3", "-1e309", "5", "red", "a"]])
+                                             ["3", "-1e309", "5", "red", "a"], *make_rows(40)[4:]])
     examples = run_example_gen(path, tmp_path / "out", non_finite="missing", splits={"train": 1, "eval": 1})
     xs = {values(example, "id")[0]: values(example, "x") if "x" in example.features.feature else None
           for split in ("train", "eval") for shard in read_shards(examples, split) for example in shard}
-    assert xs == {1: [0.5], 2: None, 3: None}  # absent from the example: missing, as an empty cell is
+    assert {i: xs[i] for i in (1, 2, 3)} == {1: [0.5], 2: None, 3: None}  # absent: missing, as an empty cell is
 
 
 # --- the component ---------------------------------------------------------------------------
@@ -389,7 +424,8 @@ def test_data_path_becomes_input_base_and_pattern(tmp_path):
 
 
 def test_component_options_round_trip_through_the_custom_config(tmp_path):
-    options = IngestOptions(label="y", num_shards=7, strategy="random", key=None, seed=2**62 + 1, non_finite="missing")
+    options = IngestOptions(label="y", num_shards=7, strategy="random", key=None, seed=2**62 + 1, non_finite="missing",
+                            task="regression", numeric_features=["a", "b"])
     component = ShardedExampleGen(data_path=str(tmp_path / "x.csv"), splits={"train": 3, "eval": 1}, options=options)
     assert component.outputs["examples"].type_name == "Examples"
     # TFX keeps proto parameters as JSON in exec_properties, which is what the executor receives.
@@ -462,3 +498,19 @@ def test_in_a_local_pipeline_with_statistics_then_cached_then_rerun_when_the_dat
     counted = sum(1 for split in ("train", "eval") for name in os.listdir(os.path.join(rerun.uri, f"Split-{split}"))
                   for _ in tf.data.TFRecordDataset(os.path.join(rerun.uri, f"Split-{split}", name), "GZIP"))
     assert counted == 250
+
+
+def test_text_in_a_numeric_feature_far_down_the_file_names_its_line(tmp_path):
+    rows = [[str(i), "0.5", str(i), "red", "a"] for i in range(20_000)]
+    rows[15_000][2] = "three"
+    path = write_csv(tmp_path / "data.csv", rows)
+    expect_data_error(tmp_path, path, f"{path}, line 15002", "'three' in column 'n' is not a number",
+                      "a numeric feature (features.numeric)", numeric_features=["x", "n"])
+    (tmp_path / "second").mkdir()
+    expect_data_error(tmp_path / "second", path, f"{path}, line 2", "'a' in column 'label' is not a number",
+                      "the regression label", task="regression")
+
+
+def test_a_split_without_rows_is_an_error_that_says_why(tmp_path):
+    path = write_csv(tmp_path / "data.csv", make_rows(1))
+    expect_data_error(tmp_path, path, "split received no row", "data.splits (train: 4, eval: 1)")

@@ -223,6 +223,19 @@ def test_stale_temp_dirs_are_removed_and_versions_kept(push, frozen_clock):
     assert visible_versions(serving) == ["5", str(NOW)]
 
 
+def test_a_stray_directory_is_ignored_and_named_and_later_pushes_go_on(push, frozen_clock, other_models, caplog):
+    serving = push.serving_dir
+    (serving / "backup-old").mkdir(parents=True)
+    (serving / "notes.txt").write_text("kept by someone")
+
+    push()
+    push(pushed_model=other_models[0])
+
+    assert sorted(name for name in os.listdir(serving) if not name.startswith(".")) == \
+        sorted(["backup-old", "notes.txt", str(NOW), str(NOW + 1)])
+    assert "ignoring backup-old, notes.txt: not version directories" in caplog.text
+
+
 @pytest.mark.parametrize("serving_dir", ["gs://bucket/serving", "s3://bucket/serving", ""])
 def test_non_local_serving_dir_is_rejected(push, serving_dir):
     with pytest.raises(versions.ServingDirError, match="serving_dir"):

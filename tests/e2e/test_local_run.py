@@ -6,6 +6,7 @@ import csv
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dtfx.pipeline.run_summary import RunSummary
@@ -93,6 +94,10 @@ def test_default_config_pushes_a_servable_penguin_model_then_reuses_the_cache(wr
     accuracy = sum(p == row["species"] for p, row in zip(predicted, rows, strict=True)) / len(rows)
     assert accuracy >= 0.8
     assert outputs["scores"].shape == (len(rows), 3)
+    # island and year are never missing in the data; a request may still leave them out.
+    sparse = serve(pushed, serialized_examples([{k: v for k, v in row.items() if k not in ("island", "year")}
+                                               for row in rows[:20]], drop="species"))
+    assert sparse["scores"].shape == (20, 3) and np.isfinite(sparse["scores"]).all()
 
     second = run_dtfx("run", str(config))
     assert second.returncode == 0, second.stdout + second.stderr

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from dtfx.components import kfp_entrypoint, run_parameters
 from dtfx.components.compat import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, with_declared_input_types
 
 SCHEMA_TYPE = {"instanceSchema": "title: tfx.Schema\ntype: object\n"}
@@ -61,3 +62,40 @@ def test_input_artifacts_without_input_definitions_say_how_to_compile():
 def test_a_missing_executor_input_is_an_error():
     with pytest.raises(ValueError, match=EXECUTOR_INPUT_FLAG):
         with_declared_input_types(["--executor_class_path", "some.Executor"])
+
+
+def eval_config_json(**threshold) -> str:
+    """The evaluate step's eval_config parameter with one accuracy threshold, as the builder writes it."""
+    return json.dumps({"metrics_specs": [{"metrics": [
+        {"class_name": "SparseCategoricalAccuracy", "config": '{"name": "accuracy"}',
+         "threshold": {"value_threshold": threshold}},
+        {"class_name": "ExampleCount", "config": '{"name": "example_count"}'}]}]})
+
+
+@pytest.mark.parametrize("parameter, value, fragment", [
+    ("train_args", '{"num_steps": -5}', "num_steps is -5; it must be a whole number of steps above 0"),
+    ("train_args", '{"num_steps": "many"}', "num_steps is 'many'"),
+    ("train_args", '{"steps": 10}', "unknown key steps"),
+    ("train_args", "300", "expected a JSON object"),
+    ("train_args", "{num_steps: 3", "not JSON"),
+    ("eval_config", eval_config_json(lower_bound=1.5), "accuracy is never above 1, so lower_bound 1.5 can never be met"),
+    ("eval_config", eval_config_json(lower_bound=0.9, upper_bound=0.5), "lower_bound 0.9 is above upper_bound 0.5"),
+    ("eval_config", eval_config_json(lower_bound="NaN"), "lower_bound: Input should be a finite number"),
+    ("eval_config", '{"metrics_specs": [{"metrics": [{"class_name": "AUC"}]}]}', "metric class 'AUC' is not one dtfx"),
+    ("eval_config", '{"metric_specs": []}', "not a TFMA EvalConfig in JSON"),
+])
+def test_a_bad_run_parameter_stops_the_step_before_any_work_with_exit_2(capsys, parameter, value, fragment):
+    executor_input = {"inputs": {"parameterValues": {parameter: value}}, "outputs": {}}
+    with pytest.raises(SystemExit) as stopped:
+        kfp_entrypoint.main(command(executor_input, inputs_spec=None))
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert f"run parameter {parameter}: " in error and fragment in error, error
+
+
+def test_the_defaults_the_builder_writes_pass_and_the_older_parameter_form_is_read():
+    values = run_parameters.parameter_values({"inputs": {"parameters": {
+        "train_args": {"stringValue": '{"num_steps": 300}'},
+        "eval_config": {"stringValue": eval_config_json(lower_bound=0.9)}}}})
+    assert values["train_args"] == '{"num_steps": 300}'
+    assert run_parameters.problems(values) == []

@@ -1,0 +1,112 @@
+"""The bad-input corpus (tests/bad_inputs/cases.yaml) through the CLI, as a user meets it.
+
+Every case gets a scratch copy of tests/bad_inputs/, its config, and one dtfx command run
+there; the exit code and a line of the message must be the expected ones, no traceback may be
+printed, nothing may be pushed and nothing half-written may be left in the outputs.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import run_dtfx, set_key
+
+CORPUS = Path(__file__).parent / "bad_inputs"
+CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text())
+HIDDEN_WORK_PREFIXES = (".incomplete-", ".push-")  # staging of ingest and of a push: never left behind
+
+
+def _billion_laughs(directory: Path) -> None:
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]" for i in range(8)]
+    (directory / "config.yaml").write_text("\n".join(levels) + "\n")
+
+
+def _big_config(directory: Path) -> None:
+    base = (CORPUS / "base.yaml").read_text()
+    (directory / "config.yaml").write_text(base + "".join(f"# padding line {i:07d} " + "x" * 60 + "\n"
+                                                          for i in range(15_000)))
+
+
+def _long_csv(directory: Path) -> None:
+    """12,000 good rows (more than validate samples), then a word in the numeric column x at line 12001."""
+    good = (CORPUS / "data" / "good.csv").read_text().splitlines()
+    rows = [good[1 + i % (len(good) - 1)] for i in range(11_999)]
+    rows.append("seven," + rows[0].split(",", 1)[1])
+    (directory / "data" / "long.csv").write_text("\n".join([good[0], *rows]) + "\n")
+
+
+def _tfrecord_with_inf(directory: Path) -> None:
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(directory / "data" / "inf.tfrecord")) as writer:
+        for i in range(40):
+            x = float("inf") if i == 3 else i / 4
+            example = tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[x])),
+                "n": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 5])),
+                "colour": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"red" if i % 2 else b"blue"])),
+                "label": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"a" if i % 3 else b"b"])),
+            }))
+            writer.write(example.SerializeToString())
+
+
+def _model_module(directory: Path) -> None:
+    (directory / "corpus_models.py").write_text("def build(numeric, categorical, num_outputs):\n    raise NotImplementedError\n")
+
+
+def _latin1_config(directory: Path) -> None:
+    text = (CORPUS / "base.yaml").read_text().replace("name: corpus", "name: corpus  # café")
+    (directory / "config.yaml").write_bytes(text.encode("latin-1"))
+
+
+def _file_in_the_way(directory: Path) -> None:
+    (directory / "in_the_way").write_text("a file where the outputs should go\n")
+
+
+MAKERS = {maker.__name__.lstrip("_"): maker for maker in (
+    _billion_laughs, _big_config, _long_csv, _tfrecord_with_inf, _model_module, _latin1_config, _file_in_the_way)}
+
+
+def _param(case: dict):
+    marks = [pytest.mark.slow] if case.get("command") == "run" else []
+    return pytest.param(case, id=case["name"], marks=marks)
+
+
+def test_every_case_names_its_point_and_an_expected_outcome():
+    names = [case["name"] for case in CASES]
+    assert len(names) == len(set(names))
+    for case in CASES:
+        assert {"name", "point", "exit", "message"} <= set(case), case
+        assert set(case) <= {"name", "point", "command", "set", "config", "make", "args", "exit", "message"}, case
+        assert case.get("make") is None or case["make"] in MAKERS, case
+
+
+@pytest.mark.parametrize("case", [_param(case) for case in CASES])
+def test_bad_input(case, tmp_path):
+    directory = tmp_path / "corpus"
+    shutil.copytree(CORPUS, directory)
+    config = yaml.safe_load((CORPUS / "base.yaml").read_text())
+    for key, value in (case.get("set") or {}).items():
+        config = set_key(config, key, value)
+    (directory / "config.yaml").write_text(case.get("config") or yaml.safe_dump(config, sort_keys=False))
+    if case.get("make"):
+        MAKERS[case["make"]](directory)
+
+    command = case.get("command", "validate")
+    args = [command, *case.get("args", [])] if command == "init" else [command, "config.yaml"]
+    result = run_dtfx(*args, cwd=directory)
+
+    output = result.stdout + result.stderr
+    assert result.returncode == case["exit"], output
+    assert case["message"].format(dir=directory) in output, output
+    assert "Traceback" not in output
+    outputs = directory / "outputs"
+    serving = outputs / "corpus" / "serving"
+    assert not serving.exists() or not [p for p in serving.iterdir() if p.name.isdigit()], "a model was pushed"
+    left = [p for p in outputs.rglob(".*") if p.name.startswith(HIDDEN_WORK_PREFIXES)] if outputs.exists() else []
+    assert not left, f"half-written output left behind: {left}"
