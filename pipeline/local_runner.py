@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from dtfx.components.compat import skip_tfx_sdist_on_direct_runner, watch_launches
-from dtfx.pipeline import layout, run_lock
+from dtfx.pipeline import artifact_check, layout, run_lock
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.run_summary import Evaluation, PushResult, RunError, RunSummary
@@ -58,6 +58,11 @@ def run_local(
         connection = metadata.sqlite_metadata_connection_config(layout.metadata_path(config))
         pipeline = build_pipeline(config, until, metadata_connection_config=connection)
         distribution = config.trainer.distribution
+        for line in artifact_check.invalidate_changed(connection):
+            logging.warning(line)
+            print(f"dtfx: {line}", file=terminal, flush=True)
+        # Each stage's outputs are fingerprinted as soon as it finishes, so that a run killed later still has them.
+        stack.enter_context(watch_launches(lambda _, event: event == "finished" and artifact_check.record_fingerprints(connection)))
         try:
             # LocalDagRunner runs every step in this process: the Trainer's devices must exist before the first step.
             ensure_logical_cpus(STRATEGIES.get(distribution.strategy).logical_cpus(distribution.settings()))
