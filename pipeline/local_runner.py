@@ -61,8 +61,13 @@ def run_local(
         for line in artifact_check.invalidate_changed(connection):
             logging.warning(line)
             print(f"dtfx: {line}", file=terminal, flush=True)
-        # Each stage's outputs are fingerprinted as soon as it finishes, so that a run killed later still has them.
-        stack.enter_context(watch_launches(lambda _, event: event == "finished" and artifact_check.record_fingerprints(connection)))
+
+        def fingerprint_outputs(_node: str, event: str) -> None:
+            # As soon as a stage finishes, so that a run killed later still has its outputs fingerprinted.
+            if event == "finished":
+                artifact_check.record_fingerprints(connection)
+
+        stack.enter_context(watch_launches(fingerprint_outputs))
         try:
             # LocalDagRunner runs every step in this process: the Trainer's devices must exist before the first step.
             ensure_logical_cpus(STRATEGIES.get(distribution.strategy).logical_cpus(distribution.settings()))
