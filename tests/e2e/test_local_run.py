@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import csv
+import json
 import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from dtfx.components.registry.strategies import STRATEGIES
 from dtfx.pipeline.run_summary import RunSummary
 from tests.conftest import run_dtfx
 
@@ -223,3 +225,16 @@ def test_shipped_taxi_config_trains_on_real_messy_data_and_serves_it(write_confi
     assert predictions.shape[0] == len(rows)
     error = sum(abs(float(p) - float(row["tips"])) for p, row in zip(predictions.ravel(), rows, strict=True)) / len(rows)
     assert error < threshold
+
+
+def test_every_strategy_the_config_offers_trains_and_pushes_penguins(write_config):
+    # One pipeline: after the first run only training and what follows it run again.
+    config = write_config(trainer__train_steps=100)
+    for strategy in STRATEGIES.names():
+        distribution = {"strategy": strategy} if strategy != "mirrored" else {"strategy": strategy, "devices": 2}
+        result = run_dtfx("run", str(config), "--set", f"trainer.distribution={json.dumps(distribution)}")
+        assert result.returncode == 0, f"{strategy}:\n{result.stdout}{result.stderr}"
+        summary = summary_of(result)
+        assert {s.node: s.status for s in summary.stages}["train"] == "ran", strategy
+        assert summary.evaluator.blessed, strategy
+        assert summary.push.directory and (Path(summary.push.directory) / "saved_model.pb").exists(), strategy

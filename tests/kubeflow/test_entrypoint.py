@@ -93,7 +93,21 @@ def test_a_bad_run_parameter_stops_the_step_before_any_work_with_exit_2(capsys, 
     assert f"run parameter {parameter}: " in error and fragment in error, error
 
 
-def test_the_defaults_the_builder_writes_pass_and_the_older_parameter_form_is_read():
+def test_the_run_parameter_defaults_of_the_shipped_configs_pass():
+    from google.protobuf import json_format
+
+    from dtfx.pipeline.builder import eval_config
+    from dtfx.pipeline.loader import load_config
+    from tests.conftest import ROOT
+
+    for path in sorted((ROOT / "pipeline_config").glob("*.yaml")):
+        config = load_config(str(path), check_data=False)
+        values = {"train_args": json.dumps({"num_steps": config.trainer.train_steps}),
+                  "eval_config": json_format.MessageToJson(eval_config(config))}
+        assert run_parameters.problems(values) == [], path
+
+
+def test_the_older_parameter_form_is_read():
     values = run_parameters.parameter_values({"inputs": {"parameters": {
         "train_args": {"stringValue": '{"num_steps": 300}'},
         "eval_config": {"stringValue": eval_config_json(lower_bound=0.9)}}}})
