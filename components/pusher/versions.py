@@ -25,6 +25,7 @@ import shutil
 import time
 import uuid
 
+import tensorflow as tf
 from absl import logging
 from tfx.utils import io_utils
 
@@ -143,10 +144,11 @@ def publish(model_dir: str, base_dir: str) -> tuple[int, str, bool]:
             with open(os.path.join(temp_dir, PUSH_RECORD), "w") as handle:
                 json.dump({"model_digest": digest, "source": model_dir}, handle)
             _fsync_tree(temp_dir)
-        except OSError as error:
+        except (OSError, tf.errors.OpError) as error:  # TensorFlow's file API raises OpError (ENOSPC: ResourceExhausted)
             shutil.rmtree(temp_dir, ignore_errors=True)
+            reason = getattr(error, "strerror", None) or getattr(error, "message", None) or error
             raise PushError(
-                f"pushing to {base_dir} failed while copying the model ({error.strerror or error}); "
+                f"pushing to {base_dir} failed while copying the model ({reason}); "
                 "nothing was published and the serving directory keeps its versions"
             ) from None
         _before_rename(temp_dir)
