@@ -91,6 +91,7 @@ class ColumnSample:
 
     present: int = 0  # cells that are not missing
     first_non_number: tuple[int, str] | None = None  # (line, cell) of the first cell that is not a number
+    first_non_finite: tuple[int, str] | None = None  # (line, cell) of the first number that is infinite in float32
 
 
 def sample_columns(path: str, columns: list[str], rows: int = SAMPLE_ROWS) -> dict[str, ColumnSample]:
@@ -114,8 +115,11 @@ def sample_columns(path: str, columns: list[str], rows: int = SAMPLE_ROWS) -> di
                     continue
                 sample = samples[name]
                 sample.present += 1
-                if sample.first_non_number is None and not is_number(cell):
+                number = is_number(cell)
+                if sample.first_non_number is None and not number:
                     sample.first_non_number = (reader.line_num, cell)
+                if sample.first_non_finite is None and number and not is_finite_float32(cell):
+                    sample.first_non_finite = (reader.line_num, cell)
     return samples
 
 
@@ -126,6 +130,16 @@ def is_number(cell: str) -> bool:
     except ValueError:
         return False
     return "_" not in cell  # Python reads 1_000 as a number; ingest does not
+
+
+# The smallest float64 that rounds to infinity in float32, the type tf.Example stores (FLT_MAX + half an ulp).
+FLOAT32_OVERFLOW = 3.4028235677973366e38
+
+
+def is_finite_float32(cell: str) -> bool:
+    """Whether a numeric CSV cell stays finite as a float32 (NaN counts as finite: ingest reads it as missing)."""
+    value = float(cell)
+    return value != value or abs(value) < FLOAT32_OVERFLOW
 
 
 # Kernel filesystems: writable by root for some files, never a place for a pipeline's outputs.

@@ -252,7 +252,7 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
             problems.append(Problem(path, f"{name!r} is not a column of the data ({where})", line_of(path, lines)))
     if formats[files[0]] == "csv":
         try:
-            problems += _value_problems(files[0], named, missing, data.get("task", "classification"), lines)
+            problems += _value_problems(files[0], named, missing, data, lines)
         except (OSError, csv.Error):
             pass  # an unreadable file is reported above, from its header
     return problems
@@ -270,9 +270,11 @@ def _local_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]
 
 
 def _value_problems(
-    path: str, named: list[tuple[str, Any]], missing: set[str], task: str, lines: dict[str, int]
+    path: str, named: list[tuple[str, Any]], missing: set[str], data: dict[str, Any], lines: dict[str, int]
 ) -> list[Problem]:
-    """From the first rows of the first CSV file: numeric features and a regression label hold numbers, the label values."""
+    """From the first rows of the first CSV file: numeric features and a regression label hold finite numbers,
+    the label has values."""
+    task, non_finite = data.get("task", "classification"), data.get("non_finite", "error")
     numeric = [(key, name) for key, name in named if key.startswith("features.numeric.")]
     if task == "regression":
         numeric.append(("data.label", named[0][1]))
@@ -281,12 +283,17 @@ def _value_problems(
     samples = data_source.sample_columns(path, [n for n in wanted if isinstance(n, str) and n not in missing])
     problems = []
     for key, name in numeric:
-        found = samples.get(name) and samples[name].first_non_number
-        if found:
-            line, cell = found
+        sample = samples.get(name)
+        if sample and sample.first_non_number:
+            line, cell = sample.first_non_number
             what = "the regression label" if key == "data.label" else "a numeric feature"
             problems.append(Problem(key, f"{path}, line {line}: {cell!r} in column {name!r} is not a number, "
                                          f"but {name!r} is {what}", line_of(key, lines)))
+        if sample and sample.first_non_finite and non_finite == "error":
+            line, cell = sample.first_non_finite
+            problems.append(Problem(key, f"{path}, line {line}: {cell!r} in column {name!r} is not a finite number; "
+                                         "fix the data, or set data.non_finite: missing to treat such values as missing",
+                                    line_of(key, lines)))
     if isinstance(label, str) and label in samples and samples[label].present == 0:
         problems.append(Problem("data.label", f"the label column {label!r} has no value in the first "
                                               f"{data_source.SAMPLE_ROWS:,} rows of {path}", line_of("data.label", lines)))

@@ -32,12 +32,14 @@ def _big_config(directory: Path) -> None:
                                                           for i in range(15_000)))
 
 
-def _long_csv(directory: Path) -> None:
-    """12,000 good rows (more than validate samples), then a word in the numeric column x at line 12001."""
+def _long_csvs(directory: Path) -> None:
+    """Two files of 12,000 rows (more than validate samples) whose line 12001 has, in the numeric column x,
+    a word (long.csv) or an infinite number (long_inf.csv)."""
     good = (CORPUS / "data" / "good.csv").read_text().splitlines()
     rows = [good[1 + i % (len(good) - 1)] for i in range(11_999)]
-    rows.append("seven," + rows[0].split(",", 1)[1])
-    (directory / "data" / "long.csv").write_text("\n".join([good[0], *rows]) + "\n")
+    for name, cell in (("long.csv", "seven"), ("long_inf.csv", "-inf")):
+        last = cell + "," + rows[0].split(",", 1)[1]
+        (directory / "data" / name).write_text("\n".join([good[0], *rows, last]) + "\n")
 
 
 def _tfrecord_with_inf(directory: Path) -> None:
@@ -69,7 +71,7 @@ def _file_in_the_way(directory: Path) -> None:
 
 
 MAKERS = {maker.__name__.lstrip("_"): maker for maker in (
-    _billion_laughs, _big_config, _long_csv, _tfrecord_with_inf, _model_module, _latin1_config, _file_in_the_way)}
+    _billion_laughs, _big_config, _long_csvs, _tfrecord_with_inf, _model_module, _latin1_config, _file_in_the_way)}
 
 
 def _param(case: dict):
