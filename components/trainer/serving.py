@@ -18,16 +18,25 @@ def make_signatures(
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def serve(serialized):
-        transformed = model.tft_layer(tf.io.parse_example(serialized, serving_spec))
+        # A malformed example (not a tf.Example, or a feature of the wrong type) must not fail the
+        # whole request: it gets NaN scores, an empty class and `valid` False; the others are served.
+        valid = _parseable(serialized, serving_spec)
+        rows = tf.where(valid)
+        transformed = model.tft_layer(tf.io.parse_example(tf.boolean_mask(serialized, valid), serving_spec))
         outputs = model({name: transformed[name] for name in feature_names}, training=False)
+        count = tf.shape(serialized)[0]
         if task == "regression":
-            return {"predictions": tf.squeeze(outputs, axis=-1)}
+            predictions = tf.squeeze(outputs, axis=-1)
+            return {"predictions": tf.tensor_scatter_nd_update(tf.fill([count], float("nan")), rows, predictions),
+                    "valid": valid}
         scores = tf.nn.softmax(outputs)
         names = tf.constant(classes)
         return {
-            "scores": scores,
-            "classes": tf.tile(names[tf.newaxis, :], [tf.shape(scores)[0], 1]),
-            "predicted_class": tf.gather(names, tf.argmax(scores, axis=-1)),
+            "scores": tf.tensor_scatter_nd_update(tf.fill([count, len(classes)], float("nan")), rows, scores),
+            "classes": tf.tile(names[tf.newaxis, :], [count, 1]),
+            "predicted_class": tf.tensor_scatter_nd_update(tf.fill([count], b""), rows,
+                                                           tf.gather(names, tf.argmax(scores, axis=-1))),
+            "valid": valid,
         }
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
@@ -35,3 +44,22 @@ def make_signatures(
         return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
 
     return {"serving_default": serve, "transform_features": transform_features}
+
+
+def _parseable(serialized: tf.Tensor, spec: dict) -> tf.Tensor:
+    """[batch] bool: whether each serialized example parses with `spec` on its own.
+
+    tf.io.parse_example fails the whole batch on one bad example; parsing each in a tf.data
+    map with `ignore_errors` finds the bad ones without failing.
+    """
+    count = tf.shape(serialized)[0]
+
+    def parse(index, example):
+        parsed = tf.io.parse_example(example[tf.newaxis], spec)
+        # Depend on every parsed value, so that the parse is not pruned away.
+        return index, tf.add_n([tf.size(value.values if isinstance(value, tf.SparseTensor) else value)
+                                for value in parsed.values()] or [tf.constant(0)])
+
+    rows = tf.data.Dataset.from_tensor_slices((tf.range(count), serialized)).map(parse).ignore_errors()
+    return rows.map(lambda index, _: index).reduce(
+        tf.zeros([count], tf.bool), lambda valid, index: tf.tensor_scatter_nd_update(valid, [[index]], [True]))

@@ -100,6 +100,16 @@ def test_default_config_pushes_a_servable_penguin_model_then_reuses_the_cache(wr
     sparse = serve(pushed, serialized_examples([{k: v for k, v in row.items() if k not in ("island", "year")}
                                                for row in rows[:20]], drop="species"))
     assert sparse["scores"].shape == (20, 3) and np.isfinite(sparse["scores"]).all()
+    # One malformed example (not a tf.Example; a number feature sent as text) spoils only itself.
+    import tensorflow as tf
+
+    wrong_type = tf.train.Example()
+    wrong_type.features.feature["bill_length_mm"].bytes_list.value.append(b"long")
+    good = serialized_examples(rows[:3], drop="species")
+    mixed = serve(pushed, [good[0], b"\x00not an example", good[1], wrong_type.SerializeToString(), good[2]])
+    assert mixed["valid"].tolist() == [True, False, True, False, True]
+    assert [value.decode() for value in mixed["predicted_class"]] == [*predicted[:1], "", *predicted[1:2], "", *predicted[2:3]]
+    assert np.isnan(mixed["scores"][1]).all() and np.isfinite(mixed["scores"][[0, 2, 4]]).all()
 
     second = run_dtfx("run", str(config))
     assert second.returncode == 0, second.stdout + second.stderr
