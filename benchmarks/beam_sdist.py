@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/beam_sdist.py [--rounds 2] [--steps 50]
 
 Runs `dtfx run pipeline_config/penguins.yaml` cold (cache off, `--steps` training steps) in
-fresh processes, alternating between dtfx as it is (compat.skip_tfx_sdist_on_direct_runner
+fresh processes, alternating between dtfx as it is (compat.skip_tfx_sdist
 applied) and dtfx with that patch turned off, so that both see the same machine load. Each run
 gets an empty TMPDIR. Prints, per variant, the best whole-run seconds, the seconds of each Beam
 stage, and the bytes left in TMPDIR, then the ratio of the whole runs.
@@ -24,7 +24,7 @@ CONFIG = ROOT / "pipeline_config" / "penguins.yaml"
 BEAM_STAGES = ("ingest", "statistics", "transform", "evaluate")
 # The CLI, with the patch replaced by a no-op before the local runner imports it.
 WITHOUT_PATCH = (
-    "import sys, dtfx.components.compat as compat; compat.skip_tfx_sdist_on_direct_runner = lambda: None; "
+    "import sys, dtfx.components.compat as compat; compat.skip_tfx_sdist = lambda: None; "
     "from dtfx.pipeline.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 WITH_PATCH = "import sys; from dtfx.pipeline.cli import main; sys.exit(main(sys.argv[1:]))"

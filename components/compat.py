@@ -96,35 +96,31 @@ def _value_index(argv: list[str], flag: str) -> int | None:
     return None
 
 
-# --- Beam: no TFX source package for the DirectRunner ---------------------------------------------
-
-DIRECT_RUNNERS = (None, "DirectRunner", "direct", "SwitchingDirectRunner", "BundleBasedDirectRunner")
+# --- Beam: no TFX source package --------------------------------------------------------------------
 
 
-def skip_tfx_sdist_on_direct_runner() -> None:
-    """Stops TFX from packing itself as a source distribution for Beam stages that run on the DirectRunner.
+def skip_tfx_sdist() -> None:
+    """Stops TFX from packing itself as a source distribution for every Beam stage.
 
     Upstream: `tfx/utils/dependency_utils.make_beam_dependency_flags`, which every Beam executor
     calls when it has any `beam_pipeline_args`, copies the installed TFX into a new temporary
     directory and builds an sdist of it for remote workers, unless a dependency flag is set: about
     3 s and 52 MB per Beam stage on this kind of machine, never deleted (about 200 MB in /tmp per
-    run). The DirectRunner runs in this process with this installation and never reads it; other
-    runners still get TFX's behaviour. Idempotent.
+    run). dtfx's Beam workers never need it: the DirectRunner runs in this process; a portable
+    runner's workers run this environment or the pipeline image (the config refuses another
+    image), and Dataflow's run the pipeline image (`--sdk_container_image`); all have TFX.
+    Idempotent.
     """
     from tfx.utils import dependency_utils
 
     original = dependency_utils.make_beam_dependency_flags
-    if getattr(original, "dtfx_direct_runner_skip", False):
+    if getattr(original, "dtfx_skip", False):
         return
 
     def make_beam_dependency_flags(beam_pipeline_args):
-        from apache_beam.options.pipeline_options import PipelineOptions
+        return list(beam_pipeline_args)
 
-        if PipelineOptions(flags=list(beam_pipeline_args)).get_all_options().get("runner") in DIRECT_RUNNERS:
-            return list(beam_pipeline_args)
-        return original(beam_pipeline_args)
-
-    make_beam_dependency_flags.dtfx_direct_runner_skip = True
+    make_beam_dependency_flags.dtfx_skip = True
     make_beam_dependency_flags.__wrapped__ = original
     dependency_utils.make_beam_dependency_flags = make_beam_dependency_flags
 

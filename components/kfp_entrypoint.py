@@ -21,7 +21,7 @@ import runpy
 import sys
 
 from dtfx.components import run_parameters
-from dtfx.components.compat import EXECUTOR_INPUT_FLAG, skip_tfx_sdist_on_direct_runner, with_declared_input_types
+from dtfx.components.compat import EXECUTOR_INPUT_FLAG, skip_tfx_sdist, with_declared_input_types
 
 TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     if problems:
         print("\n".join(["dtfx: the run parameters of this step are not valid:", *problems]), file=sys.stderr)
         raise SystemExit(2)
-    skip_tfx_sdist_on_direct_runner()
+    skip_tfx_sdist()
     sys.argv = [TFX_ENTRYPOINT, *argv]
     runpy.run_module(TFX_ENTRYPOINT, run_name="__main__", alter_sys=True)
 

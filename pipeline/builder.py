@@ -25,11 +25,11 @@ from dtfx.components.registry.models import model_type_of
 from dtfx.components.trainer.options import InputOptions, TrainerOptions
 from dtfx.components.transform.options import TransformOptions
 from dtfx.pipeline import layout
+from dtfx.pipeline.beam_args import pipeline_args
 from dtfx.pipeline.config import Config
 
 PREPROCESSING_FN = "dtfx.components.transform.preprocessing.preprocessing_fn"
 RUN_FN = "dtfx.components.trainer.run_fn.run_fn"
-BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 
 def build_pipeline(config: Config, until: str | None = None, metadata_connection_config=None) -> tfx.dsl.Pipeline:
@@ -115,7 +115,7 @@ def build_pipeline(config: Config, until: str | None = None, metadata_connection
         components=nodes,
         enable_cache=config.pipeline.enable_cache,
         metadata_connection_config=metadata_connection_config,
-        beam_pipeline_args=BEAM_ARGS,
+        beam_pipeline_args=pipeline_args(config.beam, config.kubeflow.image),
     )
 
 

@@ -9,20 +9,16 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, PositiveInt, field_validator, model_validator
+from pydantic import ConfigDict, Field, FiniteFloat, PositiveInt, field_validator, model_validator
 
 from dtfx.components.registry.metrics import TASKS, metrics_for
 from dtfx.components.registry.models import MODEL_TYPES
 from dtfx.components.registry.strategies import STRATEGIES
+from dtfx.pipeline.beam_config import BeamSection
+from dtfx.pipeline.config_base import Section
 
 # trainer.model: one section per registered model type, tried in registration order.
 ModelSection = Annotated[Union[tuple(entry.options for entry in MODEL_TYPES)], Field(union_mode="left_to_right")]  # noqa: UP007
-
-
-class Section(BaseModel):
-    """Base of every config section: immutable, and unknown keys are errors."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class PipelineSection(Section):
@@ -334,10 +330,24 @@ class Config(Section):
     trainer: TrainerSection = Field(default_factory=TrainerSection, description="Model and training.")
     evaluator: EvaluatorSection = Field(default_factory=EvaluatorSection, description="Blessing thresholds.")
     pusher: PusherSection = Field(default_factory=PusherSection, description="Pushing to serving.")
+    beam: BeamSection = Field(
+        default_factory=BeamSection, description="The Beam runner of ingest, statistics, schema, Transform and evaluation."
+    )
     kubeflow: KubeflowSection = Field(
         default_factory=KubeflowSection,
         description="Kubeflow Pipelines: image, pipeline root, volumes and resources (compile, submit, rehearse).",
     )
+
+    @model_validator(mode="after")
+    def _worker_image_is_the_pipeline_image(self) -> Config:
+        environment = self.beam.environment()
+        image = self.kubeflow.image
+        if environment and environment.type == "docker" and environment.config and image and environment.config != image:
+            raise ValueError(
+                f"beam.{self.beam.runner}.environment.config {environment.config} is not kubeflow.image {image}: the Beam "
+                "workers must run the pipeline image, which holds dtfx's Beam code (leave config out to use kubeflow.image)"
+            )
+        return self
 
     def metric_names(self) -> tuple[str, ...]:
         """Metric names valid for this config's task, the one always computed first."""

@@ -57,13 +57,15 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
     """Prints the stages, metrics against thresholds, the blessing and the push, then where the summary and log are."""
     console = Console(highlight=False)
     stages = Table(title=f"pipeline {summary.pipeline}", title_justify="left")
-    for column in ("stage", "node", "status", "seconds"):
+    for column in ("stage", "node", "status", "seconds", "beam runner"):
         stages.add_column(column, justify="right" if column == "seconds" else "left")
     for stage in summary.stages:
         node = "" if stage.node == stage.stage else stage.node
         style = STATUS_STYLE.get(stage.status, "")
-        stages.add_row(stage.stage, node, f"[{style}]{stage.status}[/]", f"{stage.seconds:.1f}")
+        stages.add_row(stage.stage, node, f"[{style}]{stage.status}[/]", f"{stage.seconds:.1f}", stage.runner or "")
     console.print(stages)
+    if summary.beam:
+        print(f"beam: {summary.beam.runner} ({' '.join(summary.beam.options)})")
     trainer = summary.trainer
     if trainer:
         print(

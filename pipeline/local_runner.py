@@ -13,11 +13,12 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from dtfx.components.compat import skip_tfx_sdist_on_direct_runner, watch_launches
+from dtfx.components.compat import skip_tfx_sdist, watch_launches
 from dtfx.pipeline import artifact_check, layout, run_lock
+from dtfx.pipeline.beam_args import masked, runner_name
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
-from dtfx.pipeline.run_summary import Evaluation, PushResult, RunError, RunSummary
+from dtfx.pipeline.run_summary import BeamRun, Evaluation, PushResult, RunError, RunSummary
 
 
 def run_local(
@@ -30,6 +31,12 @@ def run_local(
     with a stream to the terminal and returns a callback `(node_id, "running"|"finished")`, or
     a context manager yielding one.
     """
+    if config.beam.on_a_cluster():
+        raise UserError(
+            f"beam.runner {config.beam.runner} runs the Beam stages on a cluster, whose workers cannot read this machine's "
+            "files (data.path, output_root): compile the pipeline for Kubeflow (dtfx compile), or run it here with "
+            "beam.runner direct or portable"
+        )
     try:
         os.makedirs(layout.pipeline_dir(config), exist_ok=True)
     except OSError as error:
@@ -71,14 +78,20 @@ def run_local(
         try:
             # LocalDagRunner runs every step in this process: the Trainer's devices must exist before the first step.
             ensure_logical_cpus(STRATEGIES.get(distribution.strategy).logical_cpus(distribution.settings()))
-            skip_tfx_sdist_on_direct_runner()
+            skip_tfx_sdist()
             LocalDagRunner().run(pipeline)
         except StepError as failure:
             error = RunError("user", str(failure))
         except Exception as failure:  # any library failure: the summary says which stage, the log has the trace
             logging.error("stage failed:\n%s", traceback.format_exc())
-            error = RunError("internal", f"{type(failure).__name__}: {failure}")
+            # The first line: a remote runner puts its whole traceback in the message, which the log has.
+            first_line = (str(failure).strip().splitlines() or [""])[0]
+            error = RunError("internal", f"{type(failure).__name__}: {first_line}")
         record = read_run(connection, config.pipeline.name, [node.id for node in pipeline.components])
+        beam = BeamRun(runner=runner_name(pipeline.beam_pipeline_args), options=masked(pipeline.beam_pipeline_args))
+        beam_nodes = {node.id for node in pipeline.components if _runs_beam(node)}
+        stages = [dataclasses.replace(stage, runner=beam.runner) if stage.node in beam_nodes else stage
+                  for stage in record.stages]
     push = record.push or PushResult(pushed=False)
     if not push.pushed:
         push = dataclasses.replace(push, reason=_why_not_pushed(config, until, error, record.evaluator))
@@ -91,14 +104,23 @@ def run_local(
         status="failed" if error else "succeeded",
         seconds=round(time.time() - started, 1),
         run_id=record.run_id,
-        stages=record.stages,
+        stages=stages,
         push=push,
         trainer=record.trainer,
         evaluator=record.evaluator,
         error=error,
+        beam=beam,
     )
     summary.write()
     return summary
+
+
+def _runs_beam(node) -> bool:
+    """Whether a pipeline node's executor is a Beam pipeline (it then gets the `beam:` options)."""
+    from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
+
+    executor_class = getattr(getattr(node, "executor_spec", None), "executor_class", None)
+    return isinstance(executor_class, type) and issubclass(executor_class, BaseBeamExecutor)
 
 
 def _why_not_pushed(config: Config, until: str | None, error: RunError | None, evaluator: Evaluation | None) -> str:

@@ -30,6 +30,7 @@ class StageResult:
     cached: bool
     seconds: float
     outputs: dict[str, str] = dataclasses.field(default_factory=dict)  # output key -> artifact URI (ran or cached)
+    runner: str | None = None  # the Beam runner of a Beam stage (ingest, statistics, Transform, ...); None for others
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +47,14 @@ class PushResult:
     pushed: bool
     directory: str | None = None  # the version directory a model was pushed to
     reason: str | None = None  # why nothing was pushed
+
+
+@dataclasses.dataclass(frozen=True)
+class BeamRun:
+    """The Beam runner and the pipeline options every Beam stage received (credentials masked)."""
+
+    runner: str
+    options: list[str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +78,7 @@ class RunSummary:
     trainer: TrainStats | None = None  # figures only; the per-epoch history stays in train_stats.json
     evaluator: Evaluation | None = None
     error: RunError | None = None
+    beam: BeamRun | None = None
     schema_version: int = SCHEMA_VERSION
 
     def stage(self, node: str) -> StageResult | None:
@@ -111,6 +121,7 @@ class RunSummary:
                     "trainer": TrainStats.from_dict(values["trainer"]) if values.get("trainer") else None,
                     "evaluator": Evaluation(**values["evaluator"]) if values.get("evaluator") else None,
                     "error": RunError(**values["error"]) if values.get("error") else None,
+                    "beam": BeamRun(**values["beam"]) if values.get("beam") else None,
                 }
             )
         except (KeyError, TypeError) as error:

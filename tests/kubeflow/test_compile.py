@@ -239,3 +239,35 @@ def test_the_output_must_be_yaml(tmp_path, capsys):
     config = write(tmp_path / "config.yaml", cluster_config())
     code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "pipeline.json"))
     assert code == 2 and "must be a .yaml file" in err
+
+
+def test_every_beam_step_of_a_compiled_spec_carries_the_beam_section(tmp_path, capsys):
+    beam = {"runner": "flink", "flink": {"master": "flink-jobmanager:8081", "parallelism": 4,
+                                         "environment": {"type": "external", "config": "localhost:50000"}},
+            "args": ["--max_cache_memory_usage_mb=0"]}
+    config = write(tmp_path / "config.yaml", cluster_config(beam=beam))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "pipeline.yaml"))
+    assert code == 0, err
+    executors = list(yaml.safe_load_all((tmp_path / "pipeline.yaml").read_text()))[0]["deploymentSpec"]["executors"]
+    expected = ["--runner=FlinkRunner", "--flink_master=flink-jobmanager:8081", "--parallelism=4",
+                "--environment_type=EXTERNAL", "--environment_config=localhost:50000", "--max_cache_memory_usage_mb=0"]
+    beam_steps = {"ingest", "statistics", "schema", "transform", "evaluate"}
+    seen = set()
+    for label, executor in executors.items():
+        args = executor["container"]["args"]
+        if any(step in label for step in beam_steps):
+            seen |= {step for step in beam_steps if step in label}
+            assert args[-len(expected):] == expected, label
+    assert seen == beam_steps
+
+
+@pytest.mark.parametrize("profile", ["penguins-flink", "penguins-dataflow"])
+def test_golden_spec_of_each_cluster_beam_profile(tmp_path, capsys, profile):
+    output = tmp_path / "pipeline.yaml"
+    code, _, err = cli(capsys, "compile", str(ROOT / "pipeline_config" / f"{profile}.yaml"), "-o", str(output))
+    assert code == 0, err
+    actual = normalised(output.read_text(), tmp_path)
+    golden = GOLDEN.parent / f"kubeflow_{profile.replace('-', '_')}.yaml"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(actual)
+    assert actual == golden.read_text(), "compiled spec changed; if intended, run `make golden`"

@@ -1,0 +1,134 @@
+"""The `beam:` config section: which Beam runner the Beam stages (ingest, statistics, schema,
+Transform, evaluation) use, and its settings.
+
+Only the chosen runner's subsection may be given: a subsection the runner does not read would
+be silently ignored. The pipeline options themselves are built from this in one place,
+`dtfx.pipeline.beam_args`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt, field_validator, model_validator
+
+from dtfx.pipeline.config_base import Section
+
+RUNNERS = ("direct", "portable", "flink", "spark", "dataflow")
+# Runners whose workers run elsewhere: they cannot read this machine's files nor call back into it.
+CLUSTER_RUNNERS = ("flink", "spark", "dataflow")
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+
+
+class DirectOptions(Section):
+    mode: Literal["in_memory", "multi_threading", "multi_processing"] = Field(
+        "in_memory",
+        description="in_memory: one thread, the fastest for small data; multi_threading: threads in this process; "
+        "multi_processing: worker processes (Beam's own gRPC servers on this machine).",
+    )
+    workers: PositiveInt | Literal["auto"] = Field(
+        "auto", description="Threads or processes of multi_threading / multi_processing; auto: one per CPU (in_memory: 1)."
+    )
+
+
+class Environment(Section):
+    type: Literal["external", "docker", "process", "loopback"] = Field(
+        "docker",
+        description="Where SDK workers run: external (a worker pool at `config`, host:port), docker (the image "
+        "`config`, default kubeflow.image), process (the command `config`), loopback (inside the submitting "
+        "process; local runs only).",
+    )
+    config: str | None = Field(
+        None, description="host:port of the worker pool (external), the SDK image (docker) or the command (process)."
+    )
+
+    @model_validator(mode="after")
+    def _config_where_needed(self) -> Environment:
+        if self.type in ("external", "process") and not self.config:
+            raise ValueError(f"environment type {self.type} needs config "
+                             + ("(the worker pool's host:port)" if self.type == "external" else "(the worker command)"))
+        if self.type == "loopback" and self.config:
+            raise ValueError("environment type loopback takes no config")
+        return self
+
+
+class PortableOptions(Section):
+    job_endpoint: str = Field(description="host:port of a Beam job service (a Flink, Spark or local job server).")
+    environment: Environment = Field(default_factory=Environment, description="Where the SDK workers run.")
+    sdk_worker_parallelism: PositiveInt | None = Field(
+        None, description="Bundles each SDK worker runs at once; null: the runner's default."
+    )
+
+
+class FlinkOptions(Section):
+    master: str = Field(description="host:port of the Flink JobManager's REST endpoint (e.g. flink-jobmanager:8081).")
+    parallelism: PositiveInt | None = Field(None, description="Flink parallelism; null: the cluster's default.")
+    environment: Environment = Field(default_factory=Environment, description="Where the SDK workers run.")
+
+
+class SparkOptions(Section):
+    master_url: str = Field(description="The Spark master, e.g. spark://spark-master:7077.")
+    environment: Environment = Field(default_factory=Environment, description="Where the SDK workers run.")
+
+
+class DataflowOptions(Section):
+    project: str = Field(description="Google Cloud project.")
+    region: str = Field(description="Dataflow region, e.g. europe-west4.")
+    temp_location: str = Field(description="gs:// path for Dataflow's temporary files.")
+    machine_type: str | None = Field(None, description="Worker machine type, e.g. n2-standard-8; null: Dataflow's default.")
+    max_workers: PositiveInt | None = Field(None, description="Most workers autoscaling may start; null: Dataflow's default.")
+
+    @field_validator("temp_location")
+    @classmethod
+    def _on_gcs(cls, location: str) -> str:
+        if not location.startswith("gs://"):
+            raise ValueError(f"must be a gs:// path (Dataflow workers write there), not {location!r}")
+        return location
+
+
+class BeamSection(Section):
+    runner: Literal[RUNNERS] = Field(
+        "direct",
+        description="Runner of the Beam stages: direct (this process), portable (a Beam job service), flink, spark "
+        "or dataflow. Only the chosen runner's subsection is read.",
+    )
+    direct: DirectOptions = Field(default_factory=DirectOptions, description="DirectRunner settings.")
+    portable: PortableOptions | None = Field(None, description="PortableRunner settings (runner: portable).")
+    flink: FlinkOptions | None = Field(None, description="FlinkRunner settings (runner: flink).")
+    spark: SparkOptions | None = Field(None, description="SparkRunner settings (runner: spark).")
+    dataflow: DataflowOptions | None = Field(None, description="DataflowRunner settings (runner: dataflow).")
+    args: list[str] = Field(
+        default_factory=list, description="Extra Beam pipeline options (--name=value), passed last and unchanged."
+    )
+
+    @model_validator(mode="after")
+    def _one_runner(self) -> BeamSection:
+        if self.runner != "direct" and getattr(self, self.runner) is None:
+            raise ValueError(f"runner {self.runner} needs the beam.{self.runner} section")
+        ignored = [name for name in RUNNERS[1:] if name != self.runner and getattr(self, name) is not None]
+        if self.direct != DirectOptions() and self.runner != "direct":
+            ignored.insert(0, "direct")
+        if ignored:
+            raise ValueError(f"runner {self.runner} ignores beam.{', beam.'.join(ignored)}; remove it or change beam.runner")
+        environment = self.environment()
+        if environment and environment.type == "loopback" and self.on_a_cluster():
+            raise ValueError(f"environment type loopback cannot work with runner {self.runner} on a cluster: its workers "
+                             "would have to call back into the process that submitted the job; use external or docker")
+        for arg in self.args:
+            if not arg.startswith("--"):
+                raise ValueError(f"beam.args: {arg!r} is not a pipeline option (--name=value)")
+        return self
+
+    def environment(self) -> Environment | None:
+        """The SDK worker environment of the chosen runner (None for direct and dataflow)."""
+        section = getattr(self, self.runner) if self.runner != "direct" else None
+        return getattr(section, "environment", None)
+
+    def on_a_cluster(self) -> bool:
+        """Whether the Beam workers run on other machines: they cannot read this machine's files."""
+        if self.runner in CLUSTER_RUNNERS:
+            return True
+        if self.runner == "portable":
+            host = self.portable.job_endpoint.rpartition(":")[0] or self.portable.job_endpoint
+            return host not in LOCAL_HOSTS
+        return False

@@ -1,0 +1,123 @@
+"""Beam's portable job service and an external SDK worker pool on 127.0.0.1, for tests and benchmarks.
+
+Both ship with apache-beam; this is the layout Flink, Spark and Dataflow use (the pipeline is
+submitted to a job service, whose runner hands bundles to SDK workers in other processes).
+Beam binds its gRPC servers to every interface (`[::]`); in these server processes each bind is
+narrowed to 127.0.0.1. The servers die with the process that started them (PR_SET_PDEATHSIG) and
+are stopped by process group in a `finally`; the worker pool's SDK workers are in its group.
+
+    with portable_services() as (job_endpoint, worker_pool):
+        ... --runner=PortableRunner --job_endpoint=<job_endpoint>
+            --environment_type=EXTERNAL --environment_config=<worker_pool>
+
+Run as `python -m tests.beam_services job|worker-pool PORT` (what portable_services does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+HOST = "127.0.0.1"
+READY = "ready"
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def portable_services(timeout: float = 120) -> Iterator[tuple[str, str]]:
+    """Starts a job service and a worker pool; yields (job endpoint, worker pool address), both host:port."""
+    processes = []
+    try:
+        addresses = []
+        for role in ("job", "worker-pool"):
+            port = free_port()
+            processes.append(_start(role, port))
+            addresses.append(f"{HOST}:{port}")
+        for process in processes:
+            _wait_ready(process, timeout)
+        yield addresses[0], addresses[1]
+    finally:
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            process.stdout.close()
+
+
+def _start(role: str, port: int) -> subprocess.Popen:
+    # The worker pool starts SDK workers with `python` from PATH: this environment's first.
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.Popen([sys.executable, "-m", "tests.beam_services", role, str(port)], cwd=root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _wait_ready(process: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line and process.poll() is not None:
+            break
+        seen.append(line)
+        if line.strip() == READY:
+            return
+    raise RuntimeError(f"a Beam service did not start:\n{''.join(seen)}")
+
+
+def _only_loopback() -> None:
+    """Makes every gRPC server of this process bind 127.0.0.1 where Beam asks for all interfaces."""
+    import grpc._server
+
+    bind = grpc._server._Server.add_insecure_port
+
+    def add_insecure_port(self, address: str) -> int:
+        for wildcard in ("[::]:", "0.0.0.0:", "localhost:"):
+            if address.startswith(wildcard):
+                address = f"{HOST}:" + address[len(wildcard):]
+        return bind(self, address)
+
+    grpc._server._Server.add_insecure_port = add_insecure_port
+
+
+def _die_with_parent() -> None:
+    PR_SET_PDEATHSIG = 1  # noqa: N806 (linux/prctl.h)
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _serve(role: str, port: int) -> None:
+    _die_with_parent()
+    _only_loopback()
+    if role == "job":
+        from apache_beam.runners.portability import local_job_service
+
+        class LoopbackJobServicer(local_job_service.LocalJobServicer):
+            def get_service_address(self):
+                return HOST
+
+        server = LoopbackJobServicer()
+        server.start_grpc_server(port)
+    else:
+        from apache_beam.runners.worker import worker_pool_main
+
+        _, server = worker_pool_main.BeamFnExternalWorkerPoolServicer.start(use_process=True, port=port)
+    print(READY, flush=True)  # `server` stays referenced: a collected gRPC server stops serving
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], int(sys.argv[2]))

@@ -1,0 +1,94 @@
+"""End-to-end: the penguins pipeline with `beam.runner: portable` (a Beam job service and an external
+SDK worker pool on 127.0.0.1) gives the same artifacts as with the DirectRunner.
+
+This is the layout of Flink, Spark and Dataflow: the Beam stages are submitted to a job service,
+and dtfx's Beam code runs in SDK worker processes that import it on their own.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+import yaml
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
+
+from tests.beam_services import portable_services
+from tests.conftest import DEFAULT_CONFIG, run_dtfx
+from tests.e2e.test_local_run import summary_of
+
+pytestmark = pytest.mark.slow
+
+
+def run_penguins(tmp_path: Path, name: str, **beam) -> tuple[Path, object]:
+    config = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    config["pipeline"].update(output_root=str(tmp_path / name), enable_cache=False)
+    config["trainer"]["train_steps"] = 100
+    if beam:
+        config["beam"] = beam
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = run_dtfx("run", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return tmp_path / name / "penguins" / "artifacts", result
+
+
+def only(directory: Path) -> Path:
+    [child] = [path for path in directory.iterdir() if path.is_dir()]
+    return child
+
+
+def records_per_shard(examples: Path) -> dict[str, list[int]]:
+    return {split.name: [sum(1 for _ in tf.data.TFRecordDataset(str(shard), "GZIP")) for shard in sorted(split.iterdir())]
+            for split in sorted(examples.glob("Split-*"))}
+
+
+def transformed_records(examples: Path) -> dict[str, list[bytes]]:
+    return {split.name: sorted(record.numpy() for shard in sorted(split.iterdir())
+                               for record in tf.data.TFRecordDataset(str(shard), "GZIP"))
+            for split in sorted(examples.glob("Split-*"))}
+
+
+def statistics(artifact: Path) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
+    found = {}
+    for split in sorted(artifact.glob("Split-*")):
+        stats = statistics_pb2.DatasetFeatureStatisticsList()
+        stats.ParseFromString((split / "FeatureStats.pb").read_bytes())
+        found[split.name] = stats
+    return found
+
+
+def test_the_portable_runner_gives_the_artifacts_of_the_direct_runner(tmp_path):
+    direct, direct_run = run_penguins(tmp_path, "direct")
+    with portable_services() as (job_endpoint, worker_pool):
+        portable, portable_run = run_penguins(
+            tmp_path, "portable", runner="portable",
+            portable={"job_endpoint": job_endpoint, "environment": {"type": "external", "config": worker_pool}})
+
+    summary = summary_of(portable_run)
+    assert summary.beam.runner == "PortableRunner" and f"--job_endpoint={job_endpoint}" in summary.beam.options
+    assert f"beam: PortableRunner (--runner=PortableRunner --job_endpoint={job_endpoint}" in portable_run.stdout
+    assert summary_of(direct_run).beam.runner == "DirectRunner"
+
+    examples = [only(root / "ingest" / "examples") for root in (direct, portable)]
+    assert records_per_shard(examples[0]) == records_per_shard(examples[1])
+    for a, b in zip(sorted(examples[0].rglob("*.gz")), sorted(examples[1].rglob("*.gz")), strict=True):
+        assert gzip.decompress(a.read_bytes()) == gzip.decompress(b.read_bytes()), a.name
+
+    stats = [statistics(only(root / "statistics" / "statistics")) for root in (direct, portable)]
+    assert stats[0] == stats[1]
+    schemas = [text_format.Parse((only(root / "schema" / "schema") / "schema.pbtxt").read_text(), schema_pb2.Schema())
+               for root in (direct, portable)]
+    assert schemas[0] == schemas[1]
+    transformed = [transformed_records(only(root / "transform" / "transformed_examples")) for root in (direct, portable)]
+    assert transformed[0] == transformed[1]
+
+    metrics = [summary_of(run).evaluator.metrics for run in (direct_run, portable_run)]
+    assert metrics[0].keys() == metrics[1].keys()
+    for name, value in metrics[0].items():
+        assert abs(value - metrics[1][name]) <= 1e-6, (name, value, metrics[1][name])
+    assert json.loads(Path(summary.run_dir, "summary.json").read_text())["beam"]["runner"] == "PortableRunner"
