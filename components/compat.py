@@ -125,6 +125,38 @@ def skip_tfx_sdist() -> None:
     dependency_utils.make_beam_dependency_flags = make_beam_dependency_flags
 
 
+# --- Beam: gRPC servers on this machine's loopback only -----------------------------------------
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def bind_grpc_servers_to_loopback() -> None:
+    """Makes the gRPC servers Beam starts in this process listen on 127.0.0.1 instead of every interface.
+
+    Upstream: apache_beam's FnApiRunner (`fn_api_runner/worker_handlers.py`, the DirectRunner's
+    multi_processing mode and a local job service) and its worker pool (`worker/worker_pool_main.py`)
+    bind their control, data, state and logging servers to `[::]`. Their clients are processes on
+    this machine, so nothing needs to reach them from elsewhere. Idempotent; grpcio's Python servers
+    only (TensorFlow's own gRPC is not affected).
+    """
+    import grpc._server
+
+    bind = grpc._server._Server.add_insecure_port
+    if getattr(bind, "dtfx_loopback", False):
+        return
+
+    def add_insecure_port(self, address: str) -> int:
+        for wildcard in ("[::]:", "0.0.0.0:", "localhost:"):
+            if address.startswith(wildcard):
+                address = f"{LOOPBACK}:{address[len(wildcard):]}"
+        return bind(self, address)
+
+    add_insecure_port.dtfx_loopback = True
+    add_insecure_port.__wrapped__ = bind
+    grpc._server._Server.add_insecure_port = add_insecure_port
+
+
 # --- LocalDagRunner: stage events ----------------------------------------------------------------
 
 

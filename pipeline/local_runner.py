@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from dtfx.components.compat import skip_tfx_sdist, watch_launches
+from dtfx.components.compat import bind_grpc_servers_to_loopback, skip_tfx_sdist, watch_launches
 from dtfx.pipeline import artifact_check, layout, run_lock
 from dtfx.pipeline.beam_args import masked, runner_name
 from dtfx.pipeline.config import Config
@@ -79,6 +79,7 @@ def run_local(
             # LocalDagRunner runs every step in this process: the Trainer's devices must exist before the first step.
             ensure_logical_cpus(STRATEGIES.get(distribution.strategy).logical_cpus(distribution.settings()))
             skip_tfx_sdist()
+            bind_grpc_servers_to_loopback()  # Beam's multi_processing workers and a local job service are on this machine
             LocalDagRunner().run(pipeline)
         except StepError as failure:
             error = RunError("user", str(failure))

@@ -3,8 +3,9 @@
 Both ship with apache-beam; this is the layout Flink, Spark and Dataflow use (the pipeline is
 submitted to a job service, whose runner hands bundles to SDK workers in other processes).
 Beam binds its gRPC servers to every interface (`[::]`); in these server processes each bind is
-narrowed to 127.0.0.1. The servers die with the process that started them (PR_SET_PDEATHSIG) and
-are stopped by process group in a `finally`; the worker pool's SDK workers are in its group.
+narrowed to 127.0.0.1 (dtfx.components.compat.bind_grpc_servers_to_loopback). The servers die
+with the process that started them (PR_SET_PDEATHSIG) and are stopped by process group in a
+`finally`; the worker pool's SDK workers are in its group.
 
     with portable_services() as (job_endpoint, worker_pool):
         ... --runner=PortableRunner --job_endpoint=<job_endpoint>
@@ -25,7 +26,9 @@ import sys
 import time
 from collections.abc import Iterator
 
-HOST = "127.0.0.1"
+from dtfx.components.compat import LOOPBACK as HOST
+from dtfx.components.compat import bind_grpc_servers_to_loopback
+
 READY = "ready"
 
 
@@ -78,21 +81,6 @@ def _wait_ready(process: subprocess.Popen, timeout: float) -> None:
     raise RuntimeError(f"a Beam service did not start:\n{''.join(seen)}")
 
 
-def _only_loopback() -> None:
-    """Makes every gRPC server of this process bind 127.0.0.1 where Beam asks for all interfaces."""
-    import grpc._server
-
-    bind = grpc._server._Server.add_insecure_port
-
-    def add_insecure_port(self, address: str) -> int:
-        for wildcard in ("[::]:", "0.0.0.0:", "localhost:"):
-            if address.startswith(wildcard):
-                address = f"{HOST}:" + address[len(wildcard):]
-        return bind(self, address)
-
-    grpc._server._Server.add_insecure_port = add_insecure_port
-
-
 def _die_with_parent() -> None:
     PR_SET_PDEATHSIG = 1  # noqa: N806 (linux/prctl.h)
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -100,7 +88,7 @@ def _die_with_parent() -> None:
 
 def _serve(role: str, port: int) -> None:
     _die_with_parent()
-    _only_loopback()
+    bind_grpc_servers_to_loopback()
     if role == "job":
         from apache_beam.runners.portability import local_job_service
 

@@ -128,3 +128,51 @@ def test_tfx_packs_itself_for_every_beam_stage_unless_dtfx_skips_it(monkeypatch)
     assert dependency_utils.make_beam_dependency_flags([*direct, "--runner=DirectRunner"]) == [*direct, "--runner=DirectRunner"]
     assert dependency_utils.make_beam_dependency_flags(["--runner=PortableRunner"]) == ["--runner=PortableRunner"]
     assert built == [1]
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """The local addresses of the sockets listening on `port`, from /proc/net/tcp and tcp6 (hex, as the kernel writes them)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as handle:
+            for line in list(handle)[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, _, hex_port = local.partition(":")
+                if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                    found.add(address)
+    return found
+
+
+def test_beam_binds_every_interface_unless_dtfx_narrows_its_grpc_servers_to_loopback(monkeypatch):
+    import inspect
+    from concurrent import futures
+
+    import grpc
+    import grpc._server
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+    from dtfx.components.compat import bind_grpc_servers_to_loopback
+
+    # Still needed: the FnApiRunner's servers (DirectRunner multi_processing, a job service) bind [::].
+    assert "add_insecure_port('[::]:0')" in inspect.getsource(worker_handlers.GrpcServer)
+    bind = grpc._server._Server.add_insecure_port
+    monkeypatch.setattr(grpc._server._Server, "add_insecure_port", getattr(bind, "__wrapped__", bind))
+    wide = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    port = wide.add_insecure_port("[::]:0")
+    wide.start()
+    try:
+        assert _listening_addresses(port) - {"0100007F", "00000000000000000000000001000000"}, "bound to loopback only"
+    finally:
+        wide.stop(0)
+
+    bind_grpc_servers_to_loopback()
+    bind_grpc_servers_to_loopback()  # once only
+    narrow = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    port = narrow.add_insecure_port("[::]:0")
+    narrow.start()
+    try:
+        addresses = _listening_addresses(port)
+        # 127.0.0.1, as IPv4 or as IPv4-mapped IPv6.
+        assert addresses and addresses <= {"0100007F", "0000000000000000FFFF00000100007F"}, addresses
+    finally:
+        narrow.stop(0)

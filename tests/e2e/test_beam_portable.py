@@ -1,5 +1,6 @@
 """End-to-end: the penguins pipeline with `beam.runner: portable` (a Beam job service and an external
-SDK worker pool on 127.0.0.1) gives the same artifacts as with the DirectRunner.
+SDK worker pool on 127.0.0.1), and with the DirectRunner's multi_processing mode, gives the same
+artifacts as with the DirectRunner in memory.
 
 This is the layout of Flink, Spark and Dataflow: the Beam stages are submitted to a job service,
 and dtfx's Beam code runs in SDK worker processes that import it on their own.
@@ -89,8 +90,33 @@ def statistics(artifact: Path) -> dict[str, statistics_pb2.DatasetFeatureStatist
     return found
 
 
-def test_the_portable_runner_gives_the_artifacts_of_the_direct_runner(tmp_path):
-    direct, direct_run = run_penguins(tmp_path, "direct")
+@pytest.fixture(scope="module")
+def direct(tmp_path_factory):
+    """(artifacts directory, completed run) of penguins on the DirectRunner (in_memory), the reference."""
+    return run_penguins(tmp_path_factory.mktemp("direct"), "direct")
+
+
+def assert_same_artifacts(direct: Path, other: Path, direct_run, other_run) -> None:
+    """The same examples per shard, statistics, schema, transformed examples and evaluation metrics."""
+    examples = [only(root / "ingest" / "examples") for root in (direct, other)]
+    assert records_per_shard(examples[0]) == records_per_shard(examples[1])
+    for a, b in zip(sorted(examples[0].rglob("*.gz")), sorted(examples[1].rglob("*.gz")), strict=True):
+        assert gzip.decompress(a.read_bytes()) == gzip.decompress(b.read_bytes()), a.name
+
+    stats = [statistics(only(root / "statistics" / "statistics")) for root in (direct, other)]
+    assert stats[0] == stats[1]
+    schemas = [text_format.Parse((only(root / "schema" / "schema") / "schema.pbtxt").read_text(), schema_pb2.Schema())
+               for root in (direct, other)]
+    assert schemas[0] == schemas[1]
+    assert_same_examples(*[transformed_records(only(root / "transform" / "transformed_examples")) for root in (direct, other)])
+
+    metrics = [summary_of(run).evaluator.metrics for run in (direct_run, other_run)]
+    assert metrics[0].keys() == metrics[1].keys()
+    for name, value in metrics[0].items():
+        assert abs(value - metrics[1][name]) <= 1e-6, (name, value, metrics[1][name])
+
+
+def test_the_portable_runner_gives_the_artifacts_of_the_direct_runner(direct, tmp_path):
     with portable_services() as (job_endpoint, worker_pool):
         portable, portable_run = run_penguins(
             tmp_path, "portable", runner="portable",
@@ -99,23 +125,14 @@ def test_the_portable_runner_gives_the_artifacts_of_the_direct_runner(tmp_path):
     summary = summary_of(portable_run)
     assert summary.beam.runner == "PortableRunner" and f"--job_endpoint={job_endpoint}" in summary.beam.options
     assert f"beam: PortableRunner (--runner=PortableRunner --job_endpoint={job_endpoint}" in portable_run.stdout
-    assert summary_of(direct_run).beam.runner == "DirectRunner"
-
-    examples = [only(root / "ingest" / "examples") for root in (direct, portable)]
-    assert records_per_shard(examples[0]) == records_per_shard(examples[1])
-    for a, b in zip(sorted(examples[0].rglob("*.gz")), sorted(examples[1].rglob("*.gz")), strict=True):
-        assert gzip.decompress(a.read_bytes()) == gzip.decompress(b.read_bytes()), a.name
-
-    stats = [statistics(only(root / "statistics" / "statistics")) for root in (direct, portable)]
-    assert stats[0] == stats[1]
-    schemas = [text_format.Parse((only(root / "schema" / "schema") / "schema.pbtxt").read_text(), schema_pb2.Schema())
-               for root in (direct, portable)]
-    assert schemas[0] == schemas[1]
-    transformed = [transformed_records(only(root / "transform" / "transformed_examples")) for root in (direct, portable)]
-    assert_same_examples(*transformed)
-
-    metrics = [summary_of(run).evaluator.metrics for run in (direct_run, portable_run)]
-    assert metrics[0].keys() == metrics[1].keys()
-    for name, value in metrics[0].items():
-        assert abs(value - metrics[1][name]) <= 1e-6, (name, value, metrics[1][name])
+    assert {stage.node: stage.runner for stage in summary.stages if stage.runner} == dict.fromkeys(
+        ["ingest", "statistics", "transform", "evaluate"], "PortableRunner")
     assert json.loads(Path(summary.run_dir, "summary.json").read_text())["beam"]["runner"] == "PortableRunner"
+    assert summary_of(direct[1]).beam.runner == "DirectRunner"
+    assert_same_artifacts(direct[0], portable, direct[1], portable_run)
+
+
+def test_the_direct_runners_multi_processing_mode_gives_the_same_artifacts(direct, tmp_path):
+    processes, run = run_penguins(tmp_path, "processes", runner="direct", direct={"mode": "multi_processing", "workers": 2})
+    assert "--direct_running_mode=multi_processing" in summary_of(run).beam.options
+    assert_same_artifacts(direct[0], processes, direct[1], run)
