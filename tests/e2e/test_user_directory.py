@@ -1,8 +1,9 @@
 """A user's directory with its own `pipeline.py` and `components/` package: dtfx's names never collide with them.
 
 dtfx imports only under `dtfx.`; the user's model lives in `components/my_model.py` and is named
-`components.my_model.build` in the config. The directory validates, runs (and pushes a model that
-serves) and compiles for Kubeflow, all started from that directory as a user would.
+`components.my_model.build` in the config. The directory validates and runs (and pushes a model that
+serves), all started from that directory as a user would; compiling it for Kubeflow is refused with
+the reason, since the pipeline image cannot contain a module of this directory.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def build(numeric, categorical, num_outputs):
 '''
 
 
-def test_a_user_directory_with_pipeline_py_and_components_runs_and_compiles(tmp_path):
+def test_a_user_directory_with_pipeline_py_and_components_runs_and_is_not_compiled_without_its_image(tmp_path):
     (tmp_path / "pipeline.py").write_text('raise RuntimeError("dtfx imported the user\'s own pipeline.py")\n')
     (tmp_path / "components").mkdir()
     (tmp_path / "components" / "__init__.py").write_text("")
@@ -70,6 +71,6 @@ def test_a_user_directory_with_pipeline_py_and_components_runs_and_compiles(tmp_
         cluster = set_key(cluster, dotted, value)
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster, sort_keys=False))
     compiled = run_dtfx("compile", "cluster.yaml", "-o", "pipeline.yaml", cwd=tmp_path)
-    assert compiled.returncode == 0, compiled.stderr
-    spec = (tmp_path / "pipeline.yaml").read_text()
-    assert "components.my_model.build" in spec and "dtfx.components.kfp_entrypoint" in spec
+    assert compiled.returncode == 2, compiled.stdout + compiled.stderr
+    assert "trainer.model.module" in compiled.stderr and "which the pipeline image does not contain" in compiled.stderr
+    assert not (tmp_path / "pipeline.yaml").exists()

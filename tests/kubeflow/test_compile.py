@@ -271,3 +271,18 @@ def test_golden_spec_of_each_cluster_beam_profile(tmp_path, capsys, profile):
     if os.environ.get("UPDATE_GOLDEN"):
         golden.write_text(actual)
     assert actual == golden.read_text(), "compiled spec changed; if intended, run `make golden`"
+
+
+def test_a_model_module_the_image_cannot_import_fails_the_compile(tmp_path, capsys, monkeypatch):
+    (tmp_path / "my_models").mkdir()
+    (tmp_path / "my_models" / "__init__.py").write_text("")
+    (tmp_path / "my_models" / "wide.py").write_text("def build(numeric, categorical, num_outputs): ...\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = write(tmp_path / "config.yaml", cluster_config(**{"trainer.model": {"module": "my_models.wide.build"}}))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 2
+    assert re.search(r"trainer.model.module \(line \d+\): 'my_models.wide' is not installed here but found in a directory "
+                     r"\(.*my_models/__init__.py\), which the pipeline image does not contain", err), err
+    # An installed distribution (here, one the TFX image has too) is accepted.
+    config = write(tmp_path / "config.yaml", cluster_config(**{"trainer.model": {"module": "tfx.utils.io_utils.copy_dir"}}))
+    assert cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))[0] == 0
