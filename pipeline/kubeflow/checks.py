@@ -52,6 +52,9 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
     data_problem = _pod_path_problem(config.data.path, urls=False)
     if data_problem:
         problem("data.path", data_problem)
+    elif config.beam.runner == "dataflow" and mount_of(config.data.path, kubeflow):
+        problem("data.path", f"ingest runs on Dataflow's workers, which cannot mount kubeflow.volumes "
+                             f"({mount_of(config.data.path, kubeflow)}): put the data in the pipeline image")
     if config.schema_.path:
         schema_problem = _pod_path_problem(config.schema_.path, urls=True)
         if schema_problem:

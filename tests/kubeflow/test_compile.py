@@ -286,3 +286,10 @@ def test_a_model_module_the_image_cannot_import_fails_the_compile(tmp_path, caps
     # An installed distribution (here, one the TFX image has too) is accepted.
     config = write(tmp_path / "config.yaml", cluster_config(**{"trainer.model": {"module": "tfx.utils.io_utils.copy_dir"}}))
     assert cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))[0] == 0
+
+
+def test_dataflow_workers_cannot_read_data_on_a_volume(tmp_path, capsys):
+    dataflow = {"runner": "dataflow", "dataflow": {"project": "p", "region": "r", "temp_location": "gs://b/tmp"}}
+    config = write(tmp_path / "config.yaml", cluster_config(beam=dataflow))  # data.path is on the /mnt/dtfx volume
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 2 and re.search(r"data.path \(line \d+\): ingest runs on Dataflow's workers, which cannot mount", err), err
