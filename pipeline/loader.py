@@ -6,10 +6,8 @@ Every problem is collected and raised at once as a ConfigError whose lines read
 
 from __future__ import annotations
 
-import ast
 import copy
 import csv
-import importlib.util
 import os
 import re
 from collections.abc import Iterable
@@ -21,7 +19,7 @@ from pydantic import ValidationError
 from dtfx.components.registry.formats import format_of
 from dtfx.components.registry.metrics import metrics_for, unreachable_bounds
 from dtfx.components.registry.models import MODEL_TYPES
-from dtfx.pipeline import data_source
+from dtfx.pipeline import data_source, model_module
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import ConfigError, Problem
 from dtfx.pipeline.yaml_source import line_of, parse_yaml, read_text
@@ -332,83 +330,12 @@ def _output_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem
 
 
 def _module_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
-    """`trainer.model.module` must name a module this machine can import, which defines the function it names.
-
-    The module's source is read, not run: importing it would run user code (and load TensorFlow) in `validate`.
-    """
-    model = _section(_section(raw, "trainer"), "model")
-    dotted = model.get("module")
+    """`trainer.model.module` must import here and define the function it names."""
+    dotted = _section(_section(raw, "trainer"), "model").get("module")
     if not isinstance(dotted, str) or "." not in dotted:
         return []
-    module, _, function = dotted.rpartition(".")
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):  # a parent package is missing or broken
-        spec = None
-    where = line_of("trainer.model.module", lines)
-    if spec is None:
-        return [
-            Problem(
-                "trainer.model.module",
-                f"cannot import module {module!r}: it must be installed, or be a package in the directory you run dtfx in "
-                f"({os.getcwd()}), or be on PYTHONPATH",
-                where,
-            )
-        ]
-    problem = _missing_function(spec.origin, function)
-    return [Problem("trainer.model.module", f"module {module!r} ({spec.origin}): {problem}", where)] if problem else []
-
-
-def _missing_function(source_path: str | None, function: str) -> str | None:
-    """Why `function` is not a top-level function of the Python file at `source_path`, or None (also when unsure)."""
-    if not source_path or not source_path.endswith(".py"):
-        return None  # an extension module or a namespace package: only the import can tell
-    try:
-        with open(source_path, "rb") as handle:
-            tree = ast.parse(handle.read(), source_path)
-    except SyntaxError as error:
-        return f"line {error.lineno}: the module has a syntax error ({error.msg})"
-    except (OSError, ValueError):
-        return None
-    bound: dict[str, ast.stmt] = {}
-    for statement in _module_level(tree.body):
-        if isinstance(statement, ast.ImportFrom) and any(alias.name == "*" for alias in statement.names):
-            return None  # a star import may bring it
-        for name in _bound_names(statement):
-            bound[name] = statement
-    statement = bound.get(function)
-    if statement is None:
-        defined = sorted(name for name, node in bound.items()
-                         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not name.startswith("_"))
-        return f"defines no {function!r}" + (f" (its functions: {', '.join(defined)})" if defined else "")
-    if isinstance(statement, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef | ast.Import | ast.ImportFrom):
-        return None
-    if isinstance(statement, ast.Assign | ast.AnnAssign) and isinstance(statement.value, ast.Constant):
-        return f"{function!r} is a constant ({statement.value.value!r}), not a function"
-    return None
-
-
-def _module_level(body: list[ast.stmt]):
-    """The statements that run at module level, inside `if`, `try`, `with` and loops too, but not in functions."""
-    for statement in body:
-        yield statement
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            continue
-        for field in ("body", "orelse", "finalbody"):
-            yield from _module_level(getattr(statement, field, []))
-        for handler in getattr(statement, "handlers", []):
-            yield from _module_level(handler.body)
-
-
-def _bound_names(statement: ast.stmt) -> list[str]:
-    """The top-level names a statement binds (definitions, imports, plain assignments)."""
-    if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return [statement.name]
-    if isinstance(statement, ast.Import | ast.ImportFrom):
-        return [(alias.asname or alias.name).split(".")[0] for alias in statement.names]
-    targets = statement.targets if isinstance(statement, ast.Assign) else \
-        [statement.target] if isinstance(statement, ast.AnnAssign) else []
-    return [target.id for target in targets if isinstance(target, ast.Name)]
+    problem = model_module.local_problem(dotted)
+    return [Problem("trainer.model.module", problem, line_of("trainer.model.module", lines))] if problem else []
 
 
 def _resolve_paths(config: Config) -> Config:

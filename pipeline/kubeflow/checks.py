@@ -12,7 +12,7 @@ import dataclasses
 import glob
 import os
 
-from dtfx.pipeline import layout
+from dtfx.pipeline import layout, model_module
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.data_source import DATA_SUFFIXES, PACKAGE_SCHEME
 from dtfx.pipeline.errors import Problem
@@ -46,7 +46,7 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
 
     module = getattr(config.trainer.model, "module", None)
     if require_cluster and module:
-        module_problem = _image_module_problem(module)
+        module_problem = model_module.image_problem(module)
         if module_problem:
             problem("trainer.model.module", module_problem)
     data_problem = _pod_path_problem(config.data.path, urls=False)
@@ -122,30 +122,6 @@ def needs_serving_dir(config: Config) -> bool:
     """Whether any step uses the serving directory: the pusher writes it, change thresholds read the last push."""
     compares = any(threshold.max_regression is not None for threshold in config.evaluator.thresholds.values())
     return config.pusher.enabled or compares
-
-
-def _image_module_problem(dotted: str) -> str | None:
-    """Why the pipeline image could not import the module of `dotted`, or None when it can or may.
-
-    The image `make image` builds holds TFX's packages and dtfx; a module that this machine
-    finds in the directory dtfx runs in (or on PYTHONPATH), rather than in an installed
-    distribution, cannot be in it.
-    """
-    import importlib.metadata
-    import importlib.util
-
-    module = dotted.rpartition(".")[0]
-    top = module.partition(".")[0]
-    if top == "dtfx" or top in importlib.metadata.packages_distributions():
-        return None  # dtfx's own, or an installed distribution: install the same one in the image
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        spec = None
-    where = f" ({spec.origin or next(iter(spec.submodule_search_locations or []), '')})" if spec else ""
-    return (f"{module!r} is not installed here but found in a directory{where}, which the pipeline image does not contain: "
-            "make it an installable package and build an image FROM kubeflow.image that pip-installs it, then set "
-            "kubeflow.image to that image")
 
 
 def _pod_path_problem(path: str, urls: bool) -> str | None:
