@@ -70,7 +70,7 @@ def main() -> None:
         rows = make_csv(csv_path, args.copies)
         results: dict[str, list[dict]] = {}
         for _ in range(args.rounds):
-            for name, beam in settings(*services).items():
+            for name, beam in settings(services.job_endpoint, services.worker_pool).items():
                 results.setdefault(name, []).append(run_once(Path(workdir), name, beam, csv_path, args.steps))
                 print(f"  {name}: {results[name][-1]}", flush=True)
     best = {name: {key: min(run[key] for run in runs) for key in runs[0]} for name, runs in results.items()}

@@ -1,9 +1,9 @@
 """The `beam:` config section: which Beam runner the Beam stages (ingest, statistics, schema,
 Transform, evaluation) use, and its settings.
 
-Only the chosen runner's subsection may be given: a subsection the runner does not read would
-be silently ignored. The pipeline options themselves are built from this in one place,
-`dtfx.pipeline.beam_args`.
+Only the chosen runner's subsection is read; the others may stay in the file, as profiles to
+switch to by changing `runner`, and each is checked all the same. The pipeline options
+themselves are built from this in one place, `dtfx.pipeline.beam_args`.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class BeamSection(Section):
     runner: Literal[RUNNERS] = Field(
         "direct",
         description="Runner of the Beam stages: direct (this process), portable (a Beam job service), flink, spark "
-        "or dataflow. Only the chosen runner's subsection is read.",
+        "or dataflow. Only the chosen runner's subsection is read; the others may stay, as profiles to switch to.",
     )
     direct: DirectOptions = Field(default_factory=DirectOptions, description="DirectRunner settings.")
     portable: PortableOptions | None = Field(None, description="PortableRunner settings (runner: portable).")
@@ -102,18 +102,16 @@ class BeamSection(Section):
     )
 
     @model_validator(mode="after")
-    def _one_runner(self) -> BeamSection:
+    def _runner_settings_that_can_work(self) -> BeamSection:
         if self.runner != "direct" and getattr(self, self.runner) is None:
             raise ValueError(f"runner {self.runner} needs the beam.{self.runner} section")
-        ignored = [name for name in RUNNERS[1:] if name != self.runner and getattr(self, name) is not None]
-        if self.direct != DirectOptions() and self.runner != "direct":
-            ignored.insert(0, "direct")
-        if ignored:
-            raise ValueError(f"runner {self.runner} ignores beam.{', beam.'.join(ignored)}; remove it or change beam.runner")
-        environment = self.environment()
-        if environment and environment.type == "loopback" and self.on_a_cluster():
-            raise ValueError(f"environment type loopback cannot work with runner {self.runner} on a cluster: its workers "
-                             "would have to call back into the process that submitted the job; use external or docker")
+        # Every subsection given is checked, chosen or not: switching beam.runner must not reveal a mistake later.
+        for name in ("portable", "flink", "spark"):
+            section = getattr(self, name)
+            if section is not None and section.environment.type == "loopback" and _on_a_cluster(name, section):
+                raise ValueError(f"beam.{name}: environment type loopback cannot work with runner {name} on a cluster: its "
+                                 "workers would have to call back into the process that submitted the job; use external "
+                                 "or docker")
         for arg in self.args:
             if not arg.startswith("--"):
                 raise ValueError(f"beam.args: {arg!r} is not a pipeline option (--name=value)")
@@ -125,10 +123,17 @@ class BeamSection(Section):
         return getattr(section, "environment", None)
 
     def on_a_cluster(self) -> bool:
-        """Whether the Beam workers run on other machines: they cannot read this machine's files."""
-        if self.runner in CLUSTER_RUNNERS:
-            return True
-        if self.runner == "portable":
-            host = self.portable.job_endpoint.rpartition(":")[0] or self.portable.job_endpoint
-            return host not in LOCAL_HOSTS
-        return False
+        """Whether the chosen runner's workers run on other machines: they cannot read this machine's files."""
+        return self.runner != "direct" and _on_a_cluster(self.runner, getattr(self, self.runner))
+
+    def environments(self) -> dict[str, Environment]:
+        """The SDK worker environment of each runner subsection given, chosen or not."""
+        return {name: getattr(self, name).environment for name in ("portable", "flink", "spark")
+                if getattr(self, name) is not None}
+
+
+def _on_a_cluster(runner: str, section) -> bool:
+    if runner in CLUSTER_RUNNERS:
+        return True
+    host = section.job_endpoint.rpartition(":")[0] or section.job_endpoint
+    return host not in LOCAL_HOSTS

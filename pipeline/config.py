@@ -340,13 +340,14 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _worker_image_is_the_pipeline_image(self) -> Config:
-        environment = self.beam.environment()
         image = self.kubeflow.image
-        if environment and environment.type == "docker" and environment.config and image and environment.config != image:
-            raise ValueError(
-                f"beam.{self.beam.runner}.environment.config {environment.config} is not kubeflow.image {image}: the Beam "
-                "workers must run the pipeline image, which holds dtfx's Beam code (leave config out to use kubeflow.image)"
-            )
+        for runner, environment in self.beam.environments().items():
+            if environment.type == "docker" and environment.config and image and environment.config != image:
+                raise ValueError(
+                    f"beam.{runner}.environment.config {environment.config} is not kubeflow.image {image}: the Beam "
+                    "workers must run the pipeline image, which holds dtfx's Beam code (leave config out to use "
+                    "kubeflow.image)"
+                )
         return self
 
     def metric_names(self) -> tuple[str, ...]:

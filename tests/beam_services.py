@@ -7,9 +7,9 @@ narrowed to 127.0.0.1 (dtfx.components.compat.bind_grpc_servers_to_loopback). Th
 with the process that started them (PR_SET_PDEATHSIG) and are stopped by process group in a
 `finally`; the worker pool's SDK workers are in its group.
 
-    with portable_services() as (job_endpoint, worker_pool):
-        ... --runner=PortableRunner --job_endpoint=<job_endpoint>
-            --environment_type=EXTERNAL --environment_config=<worker_pool>
+    with portable_services() as services:
+        ... --runner=PortableRunner --job_endpoint=<services.job_endpoint>
+            --environment_type=EXTERNAL --environment_config=<services.worker_pool>
 
 Run as `python -m tests.beam_services job|worker-pool PORT` (what portable_services does).
 """
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from dtfx.components.compat import LOOPBACK as HOST
 from dtfx.components.compat import bind_grpc_servers_to_loopback
@@ -39,9 +40,24 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+class Services(NamedTuple):
+    job_endpoint: str  # host:port of the job service
+    worker_pool: str  # host:port of the worker pool
+    process_groups: tuple[int, ...]  # one per server: the server and what it started
+
+
+def alive(process_group: int) -> bool:
+    """Whether any process of the group is still there."""
+    try:
+        os.killpg(process_group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 @contextlib.contextmanager
-def portable_services(timeout: float = 120) -> Iterator[tuple[str, str]]:
-    """Starts a job service and a worker pool; yields (job endpoint, worker pool address), both host:port."""
+def portable_services(timeout: float = 120) -> Iterator[Services]:
+    """Starts a job service and a worker pool; yields their addresses and process groups."""
     processes = []
     try:
         addresses = []
@@ -51,7 +67,7 @@ def portable_services(timeout: float = 120) -> Iterator[tuple[str, str]]:
             addresses.append(f"{HOST}:{port}")
         for process in processes:
             _wait_ready(process, timeout)
-        yield addresses[0], addresses[1]
+        yield Services(addresses[0], addresses[1], tuple(process.pid for process in processes))
     finally:
         for process in processes:
             with contextlib.suppress(ProcessLookupError):

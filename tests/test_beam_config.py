@@ -43,10 +43,10 @@ def test_each_runner_gets_its_options_and_the_extra_args_come_last():
 
 @pytest.mark.parametrize("beam, fragment", [
     ({"runner": "flink"}, "runner flink needs the beam.flink section"),
-    ({**PORTABLE, "flink": FLINK["flink"]}, "runner portable ignores beam.flink"),
-    ({**FLINK, "direct": {"mode": "multi_threading"}}, "runner flink ignores beam.direct"),
     ({"runner": "spark", "spark": {"master_url": "spark://m:7077", "environment": {"type": "loopback"}}},
      "environment type loopback cannot work with runner spark on a cluster"),
+    ({"runner": "direct", "flink": {"master": "m:8081", "environment": {"type": "loopback"}}},
+     "beam.flink: environment type loopback cannot work"),  # a profile not chosen is checked too
     ({"runner": "portable", "portable": {"job_endpoint": "beam-job-server:8099", "environment": {"type": "loopback"}}},
      "loopback cannot work with runner portable on a cluster"),
     ({"runner": "portable", "portable": {"job_endpoint": "localhost:8099", "environment": {"type": "external"}}},
@@ -59,6 +59,22 @@ def test_combinations_that_cannot_work_are_refused_with_the_reason(write_config,
     with pytest.raises(ConfigError) as raised:
         load_config(str(write_config(beam=beam)))
     assert fragment in str(raised.value) and "beam" in str(raised.value)
+
+
+def test_the_issues_sample_with_every_runner_profile_is_valid_and_only_the_chosen_one_is_read(write_config):
+    sample = {
+        "runner": "direct", "direct": {"mode": "in_memory", "workers": "auto"},
+        "portable": {"job_endpoint": "localhost:8099", "environment": {"type": "external", "config": "localhost:50000"}},
+        "flink": FLINK["flink"],
+        "spark": {"master_url": "spark://spark-master:7077", "environment": {"type": "docker"}},
+        "dataflow": {"project": "my-project", "region": "europe-west4", "temp_location": "gs://bucket/tmp",
+                     "machine_type": "n2-standard-8", "max_workers": 20},
+        "args": [],
+    }
+    config = load_config(str(write_config(beam=sample)))
+    assert pipeline_args(config.beam)[0] == "--runner=DirectRunner" and not config.beam.on_a_cluster()
+    flink = load_config(str(write_config(beam={**sample, "runner": "flink"})), check_data=False)
+    assert pipeline_args(flink.beam)[:2] == ["--runner=FlinkRunner", "--flink_master=flink-jobmanager:8081"]
 
 
 def test_a_worker_image_other_than_the_pipeline_image_is_refused(write_config):

@@ -19,7 +19,7 @@ import yaml
 from google.protobuf import json_format, text_format
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
-from tests.beam_services import portable_services
+from tests.beam_services import alive, portable_services
 from tests.conftest import DEFAULT_CONFIG, run_dtfx
 from tests.e2e.test_local_run import summary_of
 
@@ -147,10 +147,12 @@ def assert_same_artifacts(direct: Path, other: Path, direct_run, other_run) -> N
 
 
 def test_the_portable_runner_gives_the_artifacts_of_the_direct_runner(direct, tmp_path):
-    with portable_services() as (job_endpoint, worker_pool):
+    with portable_services() as services:
+        job_endpoint = services.job_endpoint
         portable, portable_run = run_penguins(
             tmp_path, "portable", runner="portable",
-            portable={"job_endpoint": job_endpoint, "environment": {"type": "external", "config": worker_pool}})
+            portable={"job_endpoint": job_endpoint, "environment": {"type": "external", "config": services.worker_pool}})
+    assert not any(alive(group) for group in services.process_groups), "a Beam server or SDK worker was left running"
 
     summary = summary_of(portable_run)
     assert summary.beam.runner == "PortableRunner" and f"--job_endpoint={job_endpoint}" in summary.beam.options
