@@ -281,6 +281,18 @@ class KubeflowSection(Section):
         "ingest, transform, train, and helper steps such as anomaly_gate, baseline). Unlisted steps get the cluster's "
         "defaults.",
     )
+    namespace: str | None = Field(
+        None,
+        pattern=KUBERNETES_NAME.pattern,
+        description="Your profile namespace on multi-user Kubeflow, where `dtfx submit` creates the experiment and the "
+        "run (`submit --namespace` overrides it); null: single-user Kubeflow.",
+    )
+    service_account: str | None = Field(
+        None,
+        pattern=KUBERNETES_NAME.pattern,
+        description="Kubernetes service account the run's pods use, sent by `dtfx submit`; null: the namespace's default "
+        "pipeline runner.",
+    )
 
     @field_validator("pipeline_root")
     @classmethod

@@ -37,7 +37,15 @@ def add_commands(verbs) -> None:
     )
     submit.add_argument("--experiment", help="experiment of the run, created if missing (default: the pipeline name)")
     submit.add_argument("--run-name", help="name of the run (default: the pipeline name and the time)")
-    submit.add_argument("--namespace", help="your profile namespace, on multi-user Kubeflow")
+    submit.add_argument("--namespace", help="your profile namespace on multi-user Kubeflow (default: kubeflow.namespace)")
+    submit.add_argument(
+        "--token-file",
+        default=os.environ.get("KF_PIPELINES_SA_TOKEN_PATH"),
+        help="a file holding a bearer token for the API, such as a projected service-account token "
+        "(default: $KF_PIPELINES_SA_TOKEN_PATH, as kfp reads it in a cluster)",
+    )
+    submit.add_argument("--cookie", help="a session cookie NAME=VALUE for an API behind Dex or oauth2-proxy "
+                                         "(e.g. authservice_session=...)")
     submit.add_argument("-o", "--output", help="also keep the submitted pipeline file here (.yaml)")
     submit.set_defaults(handler=submit_command)
 
@@ -66,7 +74,7 @@ def submit_command(args) -> int:
         raise UserError("give the Kubeflow Pipelines address with --host URL (or set KF_PIPELINES_ENDPOINT)")
     config = _cluster_config(args)
     from dtfx.pipeline.kubeflow.compiler import compile_pipeline
-    from dtfx.pipeline.kubeflow.submit import submit_run
+    from dtfx.pipeline.kubeflow.submit import Access, submit_run
 
     experiment = args.experiment or config.pipeline.name
     run_name = args.run_name or f"{config.pipeline.name} {datetime.datetime.now():%Y-%m-%d %H:%M:%S}"
@@ -74,7 +82,9 @@ def submit_command(args) -> int:
         path = args.output or os.path.join(scratch, "pipeline.yaml")
         compiled = compile_pipeline(config, path, config.kubeflow.image, config.kubeflow.pipeline_root)
         _print_compiled(compiled, keep=bool(args.output))
-        run = submit_run(path, args.host, experiment, run_name, args.namespace)
+        access = Access(namespace=args.namespace or config.kubeflow.namespace, token=_token(args.token_file),
+                        cookie=_cookie(args.cookie), service_account=config.kubeflow.service_account)
+        run = submit_run(path, args.host, experiment, run_name, config.kubeflow.pipeline_root, access)
     print(f"run: {run.run_id} ({run_name!r} in experiment {run.experiment!r})")
     print(f"see: {run.url}")
     return 0
@@ -124,6 +134,26 @@ def rehearse_command(args) -> int:
     print(_pushed_line(result))
     print(f"rehearsal: {workdir} (succeeded, {seconds:.0f} s)")
     return 0
+
+
+def _token(path: str | None) -> str | None:
+    """The bearer token in the file at `path` (whitespace stripped), or None without a path."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            token = handle.read().strip()
+    except OSError as error:
+        raise UserError(f"--token-file {path}: cannot read the token ({error.strerror})") from None
+    if not token:
+        raise UserError(f"--token-file {path}: the file is empty")
+    return token
+
+
+def _cookie(cookie: str | None) -> str | None:
+    if cookie is not None and ("=" not in cookie or cookie.startswith("=")):
+        raise UserError(f"--cookie {cookie!r}: expected NAME=VALUE, e.g. authservice_session=MTY...")
+    return cookie
 
 
 def _cluster_config(args):

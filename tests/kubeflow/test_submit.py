@@ -24,11 +24,24 @@ class FakePipelinesApi(BaseHTTPRequestHandler):
     """Just enough of the Kubeflow Pipelines v2beta1 REST API for kfp.Client.create_run_from_pipeline_package."""
 
     requests: list[tuple[str, str, dict]] = []
+    headers_seen: list[dict[str, str]] = []
     refuse_runs = False
+    require_auth = False  # answer 401 without an Authorization header or cookie, as an authenticating proxy does
+    multi_user = False  # answer 400 to an experiment without a namespace, as multi-user Kubeflow does
+    login_page = False  # redirect to a login page, as Dex behind an ingress does
 
     def do_GET(self):  # noqa: N802 (http.server's naming)
         self._record({})
-        if self.path.startswith(f"{API}/healthz"):
+        if self._refused_auth():
+            return
+        if self.login_page and self.path.startswith("/dex/auth"):
+            self._reply(200, {}, content_type="text/html")
+        elif self.login_page:
+            self.send_response(302)
+            self.send_header("Location", "/dex/auth?client_id=kubeflow-oidc-authservice")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path.startswith(f"{API}/healthz"):
             self._reply(200, {"multi_user": False})
         elif self.path.startswith(f"{API}/experiments"):
             self._reply(200, {})  # no experiment with that name yet
@@ -38,7 +51,11 @@ class FakePipelinesApi(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
         self._record(body)
-        if self.path == f"{API}/experiments":
+        if self._refused_auth():
+            return
+        if self.path == f"{API}/experiments" and self.multi_user and not body.get("namespace"):
+            self._reply(400, {"message": "Invalid input error: In multi-user mode, namespace is required"})
+        elif self.path == f"{API}/experiments":
             self._reply(200, {"experiment_id": "exp-1", "display_name": body["display_name"]})
         elif self.path == f"{API}/runs" and self.refuse_runs:
             self._reply(400, {"error": "bad spec", "message": "Invalid input error: bad spec"})
@@ -49,11 +66,18 @@ class FakePipelinesApi(BaseHTTPRequestHandler):
 
     def _record(self, body: dict) -> None:
         type(self).requests.append((self.command, self.path, body))
+        type(self).headers_seen.append({name.lower(): value for name, value in self.headers.items()})
 
-    def _reply(self, status: int, payload: dict) -> None:
+    def _refused_auth(self) -> bool:
+        if self.require_auth and not (self.headers.get("Authorization") or self.headers.get("Cookie")):
+            self._reply(401, {"message": "Unauthorized"})
+            return True
+        return False
+
+    def _reply(self, status: int, payload: dict, content_type: str = "application/json") -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -67,8 +91,13 @@ def api(monkeypatch, tmp_path):
     """The fake API's address; kfp.Client reads no real context or endpoint of this machine."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("KF_PIPELINES_ENDPOINT", raising=False)
+    monkeypatch.delenv("KF_PIPELINES_SA_TOKEN_PATH", raising=False)
     FakePipelinesApi.requests = []
+    FakePipelinesApi.headers_seen = []
     FakePipelinesApi.refuse_runs = False
+    FakePipelinesApi.require_auth = False
+    FakePipelinesApi.multi_user = False
+    FakePipelinesApi.login_page = False
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakePipelinesApi)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -130,3 +159,42 @@ def test_submit_checks_the_config_before_contacting_anything(tmp_path, capsys):
     code = main(["submit", str(config), "--host", "http://127.0.0.1:9"])
     assert code == 2 and re.search(r"kubeflow.image \(line \d+\): required to compile", capsys.readouterr().err)
     assert [path.name for path in tmp_path.iterdir()] == ["config.yaml"]
+
+
+def test_submit_sends_the_pipeline_root_namespace_service_account_and_credentials(api, tmp_path, capsys):
+    FakePipelinesApi.require_auth = FakePipelinesApi.multi_user = True
+    config = write(tmp_path / "config.yaml", cluster_config(**{"kubeflow.namespace": "team-a",
+                                                                "kubeflow.service_account": "pipeline-runner"}))
+    token = tmp_path / "token"
+    token.write_text("s3cr3t-token\n")
+
+    code = main(["submit", str(config), "--host", api, "--token-file", str(token)])
+
+    assert code == 0, capsys.readouterr().err
+    experiment, run = FakePipelinesApi.requests[-2][2], FakePipelinesApi.requests[-1][2]
+    assert experiment["namespace"] == "team-a"
+    assert run["runtime_config"]["pipeline_root"] == cluster_config()["kubeflow"]["pipeline_root"]
+    assert run["service_account"] == "pipeline-runner"
+    assert FakePipelinesApi.headers_seen[-1]["authorization"] == "Bearer s3cr3t-token"
+
+    code = main(["submit", str(config), "--host", api, "--cookie", "authservice_session=abc", "--namespace", "team-b"])
+    assert code == 0, capsys.readouterr().err
+    assert FakePipelinesApi.headers_seen[-1]["cookie"] == "authservice_session=abc"
+    assert FakePipelinesApi.requests[-2][2]["namespace"] == "team-b", "--namespace overrides kubeflow.namespace"
+
+
+@pytest.mark.parametrize("args, setting, message", [
+    ([], "require_auth", "it wants credentials and got no credentials: give --token-file FILE or --cookie NAME=VALUE"),
+    ([], "multi_user", "this Kubeflow is multi-user: set kubeflow.namespace or give --namespace"),
+    ([], "login_page", "answered with a login page"),
+    (["--token-file", "/no/such/token"], None, "--token-file /no/such/token: cannot read the token"),
+    (["--cookie", "no-equals-sign"], None, "--cookie 'no-equals-sign': expected NAME=VALUE"),
+])
+def test_what_is_missing_to_get_in_is_named(api, tmp_path, capsys, args, setting, message):
+    if setting:
+        setattr(FakePipelinesApi, setting, True)
+    config = write(tmp_path / "config.yaml", cluster_config())
+    code = main(["submit", str(config), "--host", api, *args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err, err
+    assert "Traceback" not in err
