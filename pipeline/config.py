@@ -6,7 +6,6 @@ are generated from these models, so editors can complete and check a config.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import ConfigDict, Field, FiniteFloat, PositiveInt, field_validator, model_validator
@@ -16,6 +15,7 @@ from dtfx.components.registry.models import MODEL_TYPES
 from dtfx.components.registry.strategies import STRATEGIES
 from dtfx.pipeline.beam_config import BeamSection
 from dtfx.pipeline.config_base import Section
+from dtfx.pipeline.kubeflow_config import KubeflowSection
 
 # trainer.model: one section per registered model type, tried in registration order.
 ModelSection = Annotated[Union[tuple(entry.options for entry in MODEL_TYPES)], Field(union_mode="left_to_right")]  # noqa: UP007
@@ -216,119 +216,6 @@ class PusherSection(Section):
 
 
 # A Kubernetes memory quantity, in the forms people write: 512Mi, 4Gi, 1.5G.
-MEMORY_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|K|M|G|T)$")
-KUBERNETES_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-
-
-class VolumeMount(Section):
-    claim: str = Field(
-        description="Name of an existing PersistentVolumeClaim in the namespace the runs use. Steps run in "
-        "different pods, possibly on different nodes: the claim needs access mode ReadWriteMany for that.",
-    )
-    mount_path: str = Field(description="Absolute path at which every step's container sees the claim, e.g. /mnt/dtfx.")
-
-    @field_validator("claim")
-    @classmethod
-    def _kubernetes_name(cls, claim: str) -> str:
-        if not KUBERNETES_NAME.match(claim):
-            raise ValueError(f"{claim!r} is not a Kubernetes name (lower-case letters, digits, '-' and '.')")
-        return claim
-
-    @field_validator("mount_path")
-    @classmethod
-    def _absolute(cls, path: str) -> str:
-        if not path.startswith("/"):
-            raise ValueError(f"must be an absolute path such as /mnt/dtfx, not {path!r}")
-        return path.rstrip("/") or "/"
-
-
-class StepResources(Section):
-    cpu: float | None = Field(None, gt=0, description="CPU cores the step requests and is limited to (0.5 is half a core).")
-    memory: str | None = Field(
-        None, description="Memory the step requests and is limited to, as a Kubernetes quantity: 512Mi, 4Gi, 8G."
-    )
-    gpu: int = Field(0, ge=0, description="GPUs of the step (train only); with distribution.devices auto the trainer uses all.")
-    gpu_type: str = Field("nvidia.com/gpu", description="Kubernetes resource name of the GPUs, e.g. nvidia.com/gpu.")
-
-    @field_validator("memory")
-    @classmethod
-    def _quantity(cls, memory: str | None) -> str | None:
-        if memory is not None and not MEMORY_QUANTITY.match(memory):
-            raise ValueError(f"{memory!r} is not a memory quantity; write for example 512Mi, 4Gi or 8G")
-        return memory
-
-
-class KubeflowSection(Section):
-    image: str | None = Field(
-        None,
-        description="Container image of every step: the Dockerfile's image (`make image`), pushed to a registry "
-        "the cluster pulls from. Required by `dtfx compile` and `dtfx submit`.",
-    )
-    pipeline_root: str | None = Field(
-        None,
-        description="Where the steps write their artifacts: gs://bucket/path. Open-source Kubeflow Pipelines takes only "
-        "object stores as pipeline root (no mounted path), and the only one TFX's file I/O (tf.io.gfile) writes is "
-        "gs:// (no s3:// or MinIO). Required by `dtfx compile` and `dtfx submit`.",
-    )
-    volumes: list[VolumeMount] = Field(
-        default_factory=list,
-        description="PersistentVolumeClaims mounted in every step: what pods must share and keep, such as the data "
-        "(data.path), the serving directory (pusher.serving_dir) and a curated schema (schema.path).",
-    )
-    resources: dict[str, StepResources] = Field(
-        default_factory=dict,
-        description="CPU, memory and GPUs per step, keyed by the step names the Kubeflow UI shows (the stages such as "
-        "ingest, transform, train, and helper steps such as anomaly_gate, baseline). Unlisted steps get the cluster's "
-        "defaults.",
-    )
-    namespace: str | None = Field(
-        None,
-        pattern=KUBERNETES_NAME.pattern,
-        description="Your profile namespace on multi-user Kubeflow, where `dtfx submit` creates the experiment and the "
-        "run (`submit --namespace` overrides it); null: single-user Kubeflow.",
-    )
-    service_account: str | None = Field(
-        None,
-        pattern=KUBERNETES_NAME.pattern,
-        description="Kubernetes service account the run's pods use, sent by `dtfx submit`; null: the namespace's default "
-        "pipeline runner.",
-    )
-
-    @field_validator("pipeline_root")
-    @classmethod
-    def _object_store(cls, root: str | None) -> str | None:
-        if root is None or (root.startswith("gs://") and len(root) > len("gs://")):
-            return root
-        if root.startswith(("s3://", "minio://")):
-            raise ValueError(
-                "s3:// and minio:// cannot hold TFX artifacts: TFX reads and writes them through tf.io.gfile, "
-                "which has no S3 filesystem in TensorFlow 2.16 (it moved to tensorflow-io); use gs://bucket/path"
-            )
-        raise ValueError(
-            f"{root!r} is not a gs:// URL: open-source Kubeflow Pipelines takes only object stores as pipeline root "
-            "(its driver refuses a mounted path), and the only one TFX's tf.io.gfile can write is gs://; "
-            "use gs://bucket/path"
-        )
-
-    @field_validator("volumes")
-    @classmethod
-    def _distinct_mounts(cls, volumes: list[VolumeMount]) -> list[VolumeMount]:
-        paths = [volume.mount_path for volume in volumes]
-        repeated = sorted({path for path in paths if paths.count(path) > 1})
-        if repeated:
-            raise ValueError(f"more than one volume is mounted at {', '.join(repeated)}")
-        return volumes
-
-    @field_validator("resources")
-    @classmethod
-    def _gpus_for_training(cls, resources: dict[str, StepResources]) -> dict[str, StepResources]:
-        # Step names are checked when compiling, against the steps the pipeline really has.
-        for step, wanted in resources.items():
-            if wanted.gpu and step != "train":
-                raise ValueError(f"{step}: only the train step can use GPUs")
-        return resources
-
-
 class Config(Section):
     """A whole dtfx pipeline configuration."""
 

@@ -46,13 +46,21 @@ class Services(NamedTuple):
     process_groups: tuple[int, ...]  # one per server: the server and what it started
 
 
-def alive(process_group: int) -> bool:
-    """Whether any process of the group is still there."""
-    try:
-        os.killpg(process_group, 0)
-    except ProcessLookupError:
-        return False
-    return True
+def alive(process_group: int) -> list[int]:
+    """The processes of the group that still run (zombies, already dead and waiting to be reaped, aside)."""
+    running = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its closing parenthesis.
+                state, _, group = handle.read().rpartition(")")[2].split()[:3]
+        except OSError:
+            continue  # ended while we looked
+        if int(group) == process_group and state != "Z":
+            running.append(int(entry))
+    return running
 
 
 @contextlib.contextmanager
@@ -74,6 +82,10 @@ def portable_services(timeout: float = 120) -> Iterator[Services]:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             process.stdout.close()
+        # The SDK workers of the pool are in its group; SIGKILL is delivered to each, which takes a moment.
+        deadline = time.monotonic() + 30
+        while any(alive(process.pid) for process in processes) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
 def _start(role: str, port: int) -> subprocess.Popen:

@@ -60,7 +60,7 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
         from dtfx.pipeline.builder import build_pipeline
 
         pipeline = build_pipeline(config)
-        _check_resource_steps(config, [node.id for node in pipeline.components])
+        _check_step_names(config, [node.id for node in pipeline.components])
         defaults = parameters.parameterise(pipeline)
         runner_config = v2.KubeflowV2DagRunnerConfig(default_image=image, default_commands=ENTRYPOINT, use_pipeline_spec_2_1=True)
         job = v2.KubeflowV2DagRunner(config=runner_config).run(pipeline, write_out=False)
@@ -69,9 +69,9 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
     unsupported = open_source_problems(spec)
     if unsupported:  # the builder should never produce these: a dtfx bug, not a user error
         raise RuntimeError("The compiled pipeline has steps open-source Kubeflow cannot run:\n- " + "\n- ".join(unsupported))
-    executors = list(spec["deploymentSpec"]["executors"])
-    write_spec(output, spec, platform.platform_spec(config.kubeflow, executors))
     steps = [node.id for node in pipeline.components]
+    labels = {step: spec["components"][step]["executorLabel"] for step in steps if step in spec["components"]}
+    write_spec(output, spec, platform.platform_spec(config.kubeflow, labels))
     return CompiledPipeline(output, steps, defaults, image, pipeline_root, notes)
 
 
@@ -92,11 +92,11 @@ def open_source_problems(spec: dict) -> list[str]:
     return problems
 
 
-def _check_resource_steps(config: Config, steps: list[str]) -> None:
-    """Raises UserError naming every `kubeflow.resources` key that is not a step of this pipeline."""
-    unknown = [step for step in config.kubeflow.resources if step not in steps]
-    if unknown:
-        lines = [f"kubeflow.resources.{step}: this pipeline has no step {step!r}" for step in unknown]
+def _check_step_names(config: Config, steps: list[str]) -> None:
+    """Raises UserError naming every step name in `kubeflow` (resources, secrets, node selectors, tolerations) that
+    is not a step of this pipeline."""
+    lines = [f"{path}: this pipeline has no step {step!r}" for path, step in config.kubeflow.steps_named() if step not in steps]
+    if lines:
         raise UserError("\n".join(lines) + f"\n  (its steps: {', '.join(steps)})")
 
 

@@ -1,14 +1,14 @@
 """What the `kubeflow:` config asks of Kubernetes, in the compiled pipeline's own terms.
 
 Resources go into each step's container spec (PipelineSpec `ResourceSpec`: cores, and memory
-in GB). Volumes go into a second YAML document, the Kubernetes platform spec that the
-kfp-kubernetes extension writes and the Kubeflow Pipelines backend reads (`pvcMount` per
-executor); TFX's compiler writes neither.
+in GB). Volumes, secrets, node selectors and tolerations go into a second YAML document, the
+Kubernetes platform spec that the kfp-kubernetes extension writes and the Kubeflow Pipelines
+backend reads (a `KubernetesExecutorConfig` per executor); TFX's compiler writes neither.
 """
 
 from __future__ import annotations
 
-from dtfx.pipeline.config import MEMORY_QUANTITY, KubeflowSection, StepResources
+from dtfx.pipeline.kubeflow_config import MEMORY_QUANTITY, KubeflowSection, StepResources
 
 # Bytes per unit of a Kubernetes quantity; ResourceSpec memory is in GB (10^9 bytes).
 _UNIT_BYTES = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -40,21 +40,47 @@ def resource_spec(wanted: StepResources) -> dict:
     return spec
 
 
-def platform_spec(kubeflow: KubeflowSection, executor_labels: list[str]) -> dict | None:
-    """The Kubernetes platform spec mounting every volume in every executor, or None without volumes.
+def platform_spec(kubeflow: KubeflowSection, executor_labels: dict[str, str]) -> dict | None:
+    """The Kubernetes platform spec of the steps (step name -> executor label), or None when it would be empty.
 
-    Every step gets every volume: which step reads data.path, the serving directory or a curated
-    schema follows from the config, and a mount no step uses costs nothing. `constant` names the
+    Written as kfp-kubernetes writes it (its `KubernetesExecutorConfig` per executor; a test
+    parses each strictly with that message): every volume in every executor (which step reads
+    data.path, the serving directory or a curated schema follows from the config, and a mount
+    no step uses costs nothing), each secret as environment variables or files in the steps it
+    names (all by default), and each step's node selector and tolerations. `constant` names the
     claim in the form every Kubeflow Pipelines 2.x backend reads.
     """
-    if not kubeflow.volumes:
+    executors = {}
+    for step, label in sorted(executor_labels.items(), key=lambda item: item[1]):
+        # Fresh lists per executor: shared ones would be YAML aliases, which some readers refuse.
+        config: dict = {}
+        if kubeflow.volumes:
+            config["pvcMount"] = [{"constant": volume.claim, "mountPath": volume.mount_path} for volume in kubeflow.volumes]
+        secrets = [secret for secret in kubeflow.secrets if secret.steps is None or step in secret.steps]
+        as_env = [{"secretName": secret.name, "keyToEnv": [{"secretKey": key, "envVar": variable}
+                                                           for variable, key in secret.env.items()]}
+                  for secret in secrets if secret.env is not None]
+        as_files = [{"secretName": secret.name, "mountPath": secret.mount_path, "optional": False}
+                    for secret in secrets if secret.mount_path is not None]
+        if as_env:
+            config["secretAsEnv"] = as_env
+        if as_files:
+            config["secretAsVolume"] = as_files
+        if step in kubeflow.node_selector:
+            config["nodeSelector"] = {"labels": dict(kubeflow.node_selector[step])}
+        if step in kubeflow.tolerations:
+            config["tolerations"] = [_toleration(toleration) for toleration in kubeflow.tolerations[step]]
+        if config:
+            executors[label] = config
+    if not executors:
         return None
-
-    def mounts() -> list[dict]:  # a list per executor: shared ones would be YAML aliases, which some readers refuse
-        return [{"constant": volume.claim, "mountPath": volume.mount_path} for volume in kubeflow.volumes]
-
-    executors = {label: {"pvcMount": mounts()} for label in sorted(executor_labels)}
     return {"platforms": {"kubernetes": {"deploymentSpec": {"executors": executors}}}}
+
+
+def _toleration(toleration) -> dict:
+    fields = {"key": toleration.key, "operator": toleration.operator, "value": toleration.value,
+              "effect": toleration.effect, "tolerationSeconds": toleration.toleration_seconds}
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def mount_of(path: str, kubeflow: KubeflowSection) -> str | None:

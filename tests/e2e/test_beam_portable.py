@@ -152,7 +152,8 @@ def test_the_portable_runner_gives_the_artifacts_of_the_direct_runner(direct, tm
         portable, portable_run = run_penguins(
             tmp_path, "portable", runner="portable",
             portable={"job_endpoint": job_endpoint, "environment": {"type": "external", "config": services.worker_pool}})
-    assert not any(alive(group) for group in services.process_groups), "a Beam server or SDK worker was left running"
+    left = [pid for group in services.process_groups for pid in alive(group)]
+    assert not left, f"Beam servers or SDK workers left running: {left}"
 
     summary = summary_of(portable_run)
     assert summary.beam.runner == "PortableRunner" and f"--job_endpoint={job_endpoint}" in summary.beam.options

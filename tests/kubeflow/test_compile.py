@@ -293,3 +293,64 @@ def test_dataflow_workers_cannot_read_data_on_a_volume(tmp_path, capsys):
     config = write(tmp_path / "config.yaml", cluster_config(beam=dataflow))  # data.path is on the /mnt/dtfx volume
     code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
     assert code == 2 and re.search(r"data.path \(line \d+\): ingest runs on Dataflow's workers, which cannot mount", err), err
+
+
+PLACEMENT = {
+    "kubeflow.secrets": [
+        {"name": "s3-credentials", "env": {"AWS_ACCESS_KEY_ID": "access-key-id", "AWS_SECRET_ACCESS_KEY": "secret-access-key"}},
+        {"name": "gcp-key", "mount_path": "/var/secrets/gcp", "steps": ["train", "push"]},
+    ],
+    "kubeflow.node_selector": {"train": {"cloud.google.com/gke-accelerator": "nvidia-l4"}},
+    "kubeflow.tolerations": {"train": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                                       {"key": "spot", "value": "true", "effect": "NoExecute", "toleration_seconds": 60}]},
+}
+
+
+def test_golden_spec_with_secrets_node_selectors_and_tolerations_as_kfp_kubernetes_writes_them(tmp_path, capsys):
+    from kfp.kubernetes import kubernetes_executor_config_pb2
+
+    config = write(tmp_path / "config.yaml", cluster_config(**PLACEMENT))
+    output = tmp_path / "pipeline.yaml"
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(output))
+    assert code == 0, err
+    actual = normalised(output.read_text(), tmp_path)
+    golden = GOLDEN.parent / "kubeflow_penguins_placement.yaml"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(actual)
+    assert actual == golden.read_text(), "compiled spec changed; if intended, run `make golden`"
+
+    pipeline_doc, platform_doc = yaml.safe_load_all(output.read_text())
+    executors = platform_doc["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    label = {step: component["executorLabel"] for step, component in pipeline_doc["components"].items()}
+    parsed = {name: json_format.ParseDict(executor, kubernetes_executor_config_pb2.KubernetesExecutorConfig())
+              for name, executor in executors.items()}  # unknown fields are errors: the shape kfp-kubernetes writes
+    train, ingest = parsed[label["train"]], parsed[label["ingest"]]
+    assert [secret.secret_name for secret in ingest.secret_as_env] == ["s3-credentials"] and not ingest.secret_as_volume
+    assert [(s.secret_name, s.mount_path) for s in train.secret_as_volume] == [("gcp-key", "/var/secrets/gcp")]
+    assert dict(train.node_selector.labels) == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    assert [(t.key, t.operator, t.effect) for t in train.tolerations] == [
+        ("nvidia.com/gpu", "Exists", "NoSchedule"), ("spot", "Equal", "NoExecute")]
+    assert train.tolerations[1].toleration_seconds == 60 and not ingest.tolerations
+    assert all(len(executor.pvc_mount) == 1 for executor in parsed.values())
+
+
+@pytest.mark.parametrize(("key", "value", "where", "message"), [
+    ("kubeflow.secrets", [{"name": "Bad_Name", "env": {"A": "b"}}], "kubeflow.secrets.0", "is not a Kubernetes name"),
+    ("kubeflow.secrets", [{"name": "s", "env": {"1A": "b"}}], "kubeflow.secrets.0", "is not an environment variable name"),
+    ("kubeflow.secrets", [{"name": "s"}], "kubeflow.secrets.0", "give env (as environment variables) or mount_path"),
+    ("kubeflow.secrets", [{"name": "s", "mount_path": "/s", "steps": ["trainer"]}], "kubeflow.secrets.0.steps",
+     "this pipeline has no step 'trainer'"),
+    ("kubeflow.tolerations", {"train": [{"operator": "Exists", "value": "x"}]}, "kubeflow.tolerations.train.0",
+     "operator Exists takes no value"),
+    ("kubeflow.tolerations", {"train": [{"key": "k", "effect": "NoSchedule", "toleration_seconds": 5}]},
+     "kubeflow.tolerations.train.0", "toleration_seconds applies to effect NoExecute only"),
+    ("kubeflow.node_selector", {"train": {"bad key!": "x"}}, "kubeflow.node_selector", "is not a node label key"),
+    ("kubeflow.node_selector", {"evaluator": {"pool": "cpu"}}, "kubeflow.node_selector.evaluator",
+     "this pipeline has no step 'evaluator'"),
+])
+def test_bad_placement_settings_exit_2_naming_the_yaml_path(tmp_path, capsys, key, value, where, message):
+    config = write(tmp_path / "config.yaml", set_key(cluster_config(), key, value))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 2, err
+    assert where in err and message in err, err
+    assert not (tmp_path / "p.yaml").exists()
