@@ -117,6 +117,11 @@ def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root:
     # cache on the step's settings alone, so a cached ingest would return the first run's examples for as
     # long as data.path stays the same. Ingest therefore always runs; as Kubeflow keys the later steps on
     # their input artifacts, they run again too. A failed run resumes with the UI's Retry instead.
+    # TFX gives ingest's container a `lifecycle.preCacheCheck` hook that runs its ExampleGen driver before
+    # the cache lookup. Only Vertex AI Pipelines runs it; an open-source backend carries it unread. It is
+    # removed, so that the compiled file holds only what the cluster runs.
+    for executor in executors.values():
+        executor.get("container", {}).pop("lifecycle", None)
     ingest = tasks.get(INGEST_STEP)
     if ingest is not None and ingest.pop("cachingOptions", None):
         notes.append("ingest is never cached on Kubeflow (its cache would not see changed data); use Retry to resume a run")

@@ -147,6 +147,11 @@ def test_resources_volumes_and_pipeline_root_come_from_the_config(compiled, spec
     assert all(m["pvcMount"] == [{"constant": "dtfx-data", "mountPath": "/mnt/dtfx"}] for m in mounts.values())
 
 
+def test_no_step_has_a_hook_only_vertex_runs(spec):
+    # TFX writes lifecycle.preCacheCheck (its ExampleGen driver) for ingest; open-source Kubeflow never runs it.
+    assert all("lifecycle" not in executor["container"] for executor in spec["deploymentSpec"]["executors"].values())
+
+
 def test_ingest_is_never_cached_the_other_steps_are(spec):
     tasks = spec["root"]["dag"]["tasks"]
     assert "cachingOptions" not in tasks["ingest"]
