@@ -119,8 +119,7 @@ class BeamSection(Section):
 
     def environment(self) -> Environment | None:
         """The SDK worker environment of the chosen runner (None for direct and dataflow)."""
-        section = getattr(self, self.runner) if self.runner != "direct" else None
-        return getattr(section, "environment", None)
+        return self.environments().get(self.runner)
 
     def on_a_cluster(self) -> bool:
         """Whether the chosen runner's workers run on other machines: they cannot read this machine's files."""

@@ -347,14 +347,14 @@ def _convert_values(name: str, values: pa.Array, kind: str) -> pa.Array:
     try:
         converted = pc.cast(values, target)
     except pa.ArrowInvalid:
-        row, value = _first_unconvertible(values, target)
+        row, value = first_unconvertible(values, target)
         raise ValueConversionError(name, row, value, kind) from None
     # tf.Example floats are float32: the narrowing is expected, not an error.
     return pc.cast(converted, pa.float32(), safe=False) if kind == "float" else converted
 
 
-def _first_unconvertible(values: pa.Array, target: pa.DataType) -> tuple[int, object]:
-    """The first cell that does not cast; only on the error path, so row by row is fine."""
+def first_unconvertible(values: pa.Array, target: pa.DataType) -> tuple[int, object]:
+    """(row, value) of the first cell that does not cast to `target`; only on the error path, so row by row is fine."""
     for row, value in enumerate(values):
         if value.is_valid:
             try:

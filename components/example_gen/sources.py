@@ -28,6 +28,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from dtfx.components.errors import DataError
+from dtfx.components.example_gen.encode import first_unconvertible
 from dtfx.components.registry.formats import format_of
 
 # Cells that mean "no value": they become features absent from the example.
@@ -139,24 +140,14 @@ def _first_non_number(scans: list[FileScan], name: str, role: str) -> str:
         first_row = 0
         for batch in iter_tables(scan, (name,)):
             column = batch.column(0)
-            if _casts(column):
-                first_row += batch.num_rows
-                continue
-            for row, value in enumerate(column.to_pylist()):
-                if value is not None and not _casts(pa.array([value], column.type)):
-                    return f"{describe_row(scan, first_row + row)}: {value!r} in column {name!r} is not a number, " \
-                           f"but {name!r} is {role}"
+            try:
+                pc.cast(column, pa.float64())  # the cast that converts the column when it is encoded
+            except pa.ArrowInvalid:
+                row, value = first_unconvertible(column, pa.float64())
+                return f"{describe_row(scan, first_row + row)}: {value!r} in column {name!r} is not a number, " \
+                       f"but {name!r} is {role}"
             first_row += batch.num_rows
     return f"column {name!r} holds text, but {name!r} is {role}"
-
-
-def _casts(values: pa.Array) -> bool:
-    """Whether the values convert to floats, by the cast that converts the column when it is encoded."""
-    try:
-        pc.cast(values, pa.float64())
-        return True
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return False
 
 
 def iter_tables(scan: FileScan, columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:

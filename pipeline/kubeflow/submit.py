@@ -29,6 +29,10 @@ class Access:
     cookie: str | None = None  # NAME=VALUE of a session behind Dex / oauth2-proxy
     service_account: str | None = None  # the service account of the run's pods
 
+    def credentials(self) -> str:
+        """What credentials were given, for the message of a refusal."""
+        return "a token" if self.token else "a cookie" if self.cookie else "no credentials"
+
 
 def submit_run(spec_path: str, host: str, experiment: str, run_name: str, pipeline_root: str | None,
                access: Access | None = None) -> SubmittedRun:
@@ -80,7 +84,7 @@ def _check_access(host: str, access: Access) -> None:
     if access.cookie:
         headers["Cookie"] = access.cookie
     request = urllib.request.Request(f"{host}/apis/v2beta1/healthz", headers=headers)
-    given = "a token" if access.token else "a cookie" if access.cookie else "no credentials"
+    given = access.credentials()
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             redirected = response.geturl().split("?")[0] != request.full_url
@@ -89,8 +93,8 @@ def _check_access(host: str, access: Access) -> None:
                                 f"given {given}: give --cookie NAME=VALUE of a logged-in session, or --token-file FILE")
     except urllib.error.HTTPError as error:
         if error.code == 401:
-            raise UserError(f"Kubeflow Pipelines at {host} refused the request: 401 Unauthorized; it wants credentials "
-                            f"and got {given}: give --token-file FILE or --cookie NAME=VALUE") from None
+            raise UserError(f"Kubeflow Pipelines at {host} refused the request: 401 Unauthorized; {_wants_credentials(access)}") \
+                from None
         if error.code == 403:
             raise UserError(f"Kubeflow Pipelines at {host} refused the request: 403 Forbidden; the credentials given "
                             f"({given}) are not allowed there") from None
@@ -98,13 +102,16 @@ def _check_access(host: str, access: Access) -> None:
         pass  # kfp.Client retries and reports an unreachable API itself
 
 
+def _wants_credentials(access: Access) -> str:
+    return f"it wants credentials and got {access.credentials()}: give --token-file FILE or --cookie NAME=VALUE"
+
+
 def _refusal(host: str, error, access: Access) -> str:
     """What the API's refusal means and what to give: credentials, a namespace, or the API's own message."""
     detail = _detail(error)
     said = f"Kubeflow Pipelines at {host} refused the request: {error.status} {error.reason}{detail}"
     if error.status == 401:
-        given = "a token" if access.token else "a cookie" if access.cookie else "no credentials"
-        return f"{said}; it wants credentials and got {given}: give --token-file FILE or --cookie NAME=VALUE"
+        return f"{said}; {_wants_credentials(access)}"
     if error.status == 403:
         where = f"namespace {access.namespace!r}" if access.namespace else "this request"
         return f"{said}; the credentials given are not allowed for {where} (check the profile's contributors)"
