@@ -10,9 +10,10 @@ level: `dtfx.components` imports this module before anything else.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Callable, Iterator
+
+from dtfx.components.processes import LOOPBACK
 
 # --- Keras 2 everywhere ------------------------------------------------------------------------
 
@@ -48,54 +49,6 @@ def exempt_tf_keras_from_autograph() -> None:
         autograph_config.CONVERSION_RULES = (rule, *autograph_config.CONVERSION_RULES)
 
 
-# --- Kubeflow: typed input artifacts (tensorflow/tfx#7768) ---------------------------------------
-
-EXECUTOR_INPUT_FLAG = "--json_serialized_invocation_args"
-INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"
-
-
-def with_declared_input_types(argv: list[str]) -> list[str]:
-    """`argv` of TFX's Kubeflow V2 entrypoint with every input artifact typed as the component declares it.
-
-    Upstream: tensorflow/tfx#7768. Kubeflow's driver hands a step its input artifacts as it reads
-    them back from ML Metadata, without their type, and TFX 1.16's entrypoint
-    (`kubeflow_v2_run_executor`) needs the type to pick each artifact's class. The declared type
-    is on the same command line (`--json_serialized_inputs_spec_args`, compiled with PipelineSpec
-    schema 2.1), and it always wins: an orchestrator may pass another (kfp.local passes
-    `system.Artifact`, which TFX cannot map to a class). Raises ValueError when the executor
-    input is missing, or when there are input artifacts but no input definitions to type them.
-    """
-    argv = list(argv)
-    position = _value_index(argv, EXECUTOR_INPUT_FLAG)
-    if position is None:
-        raise ValueError(f"{EXECUTOR_INPUT_FLAG} is missing from the command line")
-    executor_input = json.loads(argv[position])
-    inputs = executor_input.get("inputs", {}).get("artifacts", {})
-    if not inputs:
-        return argv
-    spec_position = _value_index(argv, INPUTS_SPEC_FLAG)
-    if spec_position is None:
-        raise ValueError(
-            f"{INPUTS_SPEC_FLAG} is missing, so input artifacts cannot be typed: compile the pipeline with "
-            "KubeflowV2DagRunnerConfig(use_pipeline_spec_2_1=True)"
-        )
-    declared = json.loads(argv[spec_position]).get("artifacts", {})
-    for key, artifact_list in inputs.items():
-        if key not in declared:
-            continue  # not ours to guess: TFX reports the input it cannot read
-        for artifact in artifact_list.get("artifacts", []):
-            artifact["type"] = declared[key]["artifactType"]
-    argv[position] = json.dumps(executor_input)
-    return argv
-
-
-def _value_index(argv: list[str], flag: str) -> int | None:
-    """Index of the value following `flag`, or None when the flag (or its value) is absent."""
-    if flag in argv and argv.index(flag) + 1 < len(argv):
-        return argv.index(flag) + 1
-    return None
-
-
 # --- Beam: no TFX source package --------------------------------------------------------------------
 
 
@@ -127,8 +80,6 @@ def skip_tfx_sdist() -> None:
 
 # --- Beam: gRPC servers on this machine's loopback only -----------------------------------------
 
-
-LOOPBACK = "127.0.0.1"
 
 
 def bind_grpc_servers_to_loopback() -> None:

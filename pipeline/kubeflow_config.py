@@ -10,9 +10,12 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
+from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS
 from dtfx.pipeline.config_base import Section
 
 MEMORY_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|K|M|G|T)$")
+# The stores Kubeflow's launcher moves artifacts from and to.
+OBJECT_STORE_SCHEMES = tuple(LAUNCHER_MOUNTS)
 KUBERNETES_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
@@ -115,9 +118,9 @@ class KubeflowSection(Section):
     )
     pipeline_root: str | None = Field(
         None,
-        description="Where the steps write their artifacts: gs://bucket/path. Open-source Kubeflow Pipelines takes only "
-        "object stores as pipeline root (no mounted path), and the only one TFX's file I/O (tf.io.gfile) writes is "
-        "gs:// (no s3:// or MinIO). Required by `dtfx compile` and `dtfx submit`.",
+        description="Where the steps' artifacts are kept: minio://mlpipeline/v2/artifacts (the MinIO of an open-source "
+        "Kubeflow install), s3://bucket/path or gs://bucket/path. Each step reads and writes local files; Kubeflow's "
+        "launcher moves them from and to this store. Required by `dtfx compile` and `dtfx submit`.",
     )
     volumes: list[VolumeMount] = Field(
         default_factory=list,
@@ -180,18 +183,18 @@ class KubeflowSection(Section):
     @field_validator("pipeline_root")
     @classmethod
     def _object_store(cls, root: str | None) -> str | None:
-        if root is None or (root.startswith("gs://") and len(root) > len("gs://")):
+        if root is None:
             return root
-        if root.startswith(("s3://", "minio://")):
+        scheme = next((scheme for scheme in OBJECT_STORE_SCHEMES if root.startswith(scheme)), None)
+        if scheme is None:
             raise ValueError(
-                "s3:// and minio:// cannot hold TFX artifacts: TFX reads and writes them through tf.io.gfile, "
-                "which has no S3 filesystem in TensorFlow 2.16 (it moved to tensorflow-io); use gs://bucket/path"
+                f"{root!r} is not an object store URL: open-source Kubeflow Pipelines keeps artifacts in an object store "
+                "(its driver refuses a mounted path); use minio://mlpipeline/v2/artifacts (the in-cluster MinIO), "
+                "s3://bucket/path or gs://bucket/path"
             )
-        raise ValueError(
-            f"{root!r} is not a gs:// URL: open-source Kubeflow Pipelines takes only object stores as pipeline root "
-            "(its driver refuses a mounted path), and the only one TFX's tf.io.gfile can write is gs://; "
-            "use gs://bucket/path"
-        )
+        if not root[len(scheme):].split("/")[0]:
+            raise ValueError(f"{root!r} names no bucket: {scheme}BUCKET/path")
+        return root
 
     @field_validator("volumes")
     @classmethod

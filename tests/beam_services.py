@@ -17,10 +17,8 @@ Run as `python -m tests.beam_services job|worker-pool PORT` (what portable_servi
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,38 +27,15 @@ from typing import NamedTuple
 
 from dtfx.components.compat import LOOPBACK as HOST
 from dtfx.components.compat import bind_grpc_servers_to_loopback
+from dtfx.components.processes import alive, die_with_parent, free_port
 
 READY = "ready"
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
 
 
 class Services(NamedTuple):
     job_endpoint: str  # host:port of the job service
     worker_pool: str  # host:port of the worker pool
     process_groups: tuple[int, ...]  # one per server: the server and what it started
-
-
-def alive(process_group: int) -> list[int]:
-    """The processes of the group that still run (zombies, already dead and waiting to be reaped, aside)."""
-    running = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its closing parenthesis.
-                state, _, group = handle.read().rpartition(")")[2].split()[:3]
-        except OSError:
-            continue  # ended while we looked
-        if int(group) == process_group and state != "Z":
-            running.append(int(entry))
-    return running
 
 
 @contextlib.contextmanager
@@ -109,13 +84,8 @@ def _wait_ready(process: subprocess.Popen, timeout: float) -> None:
     raise RuntimeError(f"a Beam service did not start:\n{''.join(seen)}")
 
 
-def _die_with_parent() -> None:
-    PR_SET_PDEATHSIG = 1  # noqa: N806 (linux/prctl.h)
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def _serve(role: str, port: int) -> None:
-    _die_with_parent()
+    die_with_parent()
     bind_grpc_servers_to_loopback()
     if role == "job":
         from apache_beam.runners.portability import local_job_service

@@ -69,27 +69,27 @@ def test_tf_keras_is_exempt_once_and_user_layers_are_still_converted():
     assert np.isfinite(history["loss"][0])
 
 
-def test_tfx_entrypoint_still_fails_on_an_untyped_input_artifact():
+def test_tfx_entrypoint_still_fails_on_an_untyped_input_artifact(tmp_path):
     """tensorflow/tfx#7768: TFX's own parsing of an input artifact without a type, as Kubeflow's driver passes it."""
     import pytest
     from google.protobuf import json_format
     from kfp.pipeline_spec import pipeline_spec_pb2
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils
 
-    from dtfx.components.compat import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, with_declared_input_types
+    from dtfx.components.kfp_executor_input import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, prepare
 
     def input_artifacts(artifacts: dict):
         executor_input = json_format.ParseDict({"inputs": {"artifacts": artifacts}}, pipeline_spec_pb2.ExecutorInput())
         return executor_input.inputs.artifacts
 
-    untyped = {"artifacts": [{"name": "7", "uri": "/tmp/schema/1"}]}
+    untyped = {"artifacts": [{"name": "7", "uri": "minio://b/schema/1"}]}
     with pytest.raises(Exception):  # noqa: B017  (the type of the failure is TFX's business; that it fails is the point)
         kubeflow_v2_entrypoint_utils.parse_raw_artifact_dict(input_artifacts({"schema": untyped}))
-    # The patch types it as the component declared, and TFX then reads it.
+    # dtfx's entrypoint types it as the component declared (dtfx.components.kfp_executor_input), and TFX then reads it.
     declared = {"artifacts": {"schema": {"artifactType": {"instanceSchema": "title: tfx.Schema\ntype: object\n"}}}}
     executor_input = {"inputs": {"artifacts": {"schema": untyped}}}
     argv = [EXECUTOR_INPUT_FLAG, json.dumps(executor_input), INPUTS_SPEC_FLAG, json.dumps(declared)]
-    typed = json.loads(with_declared_input_types(argv)[1])["inputs"]["artifacts"]
+    typed = json.loads(prepare(argv, local_root=str(tmp_path)).argv[1])["inputs"]["artifacts"]
     parsed = kubeflow_v2_entrypoint_utils.parse_raw_artifact_dict(input_artifacts(typed))
     assert parsed["schema"][0].type_name == "Schema"
 

@@ -26,7 +26,7 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
     """What keeps `config` (loaded without resolving its paths) from running on Kubeflow.
 
     With `require_cluster`, the image and the pipeline root must be set; a rehearsal on this
-    machine needs neither. Lines are looked up in the YAML file `source`.
+    machine needs neither, but runs Beam in its steps. Lines are looked up in the YAML file `source`.
     """
     lines = key_lines(source)
     problems = []
@@ -42,7 +42,20 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
             "cluster pulls from, e.g. --set kubeflow.image=registry.example.com/dtfx:1",
         )
     if require_cluster and not kubeflow.pipeline_root:
-        problem("kubeflow.pipeline_root", "required to compile: the gs://bucket/path where the steps write their artifacts")
+        problem("kubeflow.pipeline_root", "required to compile: the object store that keeps the steps' artifacts, such as "
+                                          "minio://mlpipeline/v2/artifacts (the MinIO of an open-source Kubeflow install)")
+    if not require_cluster and config.beam.runner != "direct":
+        problem("beam.runner", f"{config.beam.runner!r} sends Beam's work to a cluster, while a rehearsal runs Beam in "
+                               "each step: --set beam.runner=direct")
+    root = kubeflow.pipeline_root or ""
+    if config.beam.runner != "direct" and root and not root.startswith("gs://"):
+        problem(
+            "kubeflow.pipeline_root",
+            f"beam.runner {config.beam.runner!r} runs Beam's workers outside the steps' pods, where the launcher's local "
+            "copies of the artifacts are out of reach, so those steps read and write the store itself; TensorFlow 2.16 "
+            "does that for gs:// only (s3:// and minio:// need tensorflow-io, which the image lacks): use a gs:// root, "
+            "or beam.runner: direct",
+        )
 
     module = getattr(config.trainer.model, "module", None)
     if require_cluster and module:

@@ -7,6 +7,7 @@ prints without a traceback and turns into exit code 2.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import sys
@@ -20,6 +21,9 @@ from dtfx.pipeline.errors import ConfigError, UserError
 # The image name written into a rehearsal's spec when the config names none: a rehearsal runs
 # every step with this environment's Python, never from an image.
 REHEARSAL_IMAGE = "dtfx-rehearsal"
+# Open-source Kubeflow's own artifact store, the root a rehearsal uses when the config sets none.
+DEFAULT_ROOT = "minio://mlpipeline/v2/artifacts"
+KFP_VERSIONS = ("2.0", "2.3", "2.5")  # dtfx.pipeline.kubeflow.driver.DRIVER_VERSIONS, without importing it here
 EXIT_TASK_FAILED = 1
 
 
@@ -54,6 +58,17 @@ def add_commands(verbs) -> None:
     )
     rehearse.add_argument(
         "--workdir", help="where the compiled file, artifacts and task logs go (default: <output_root>/<name>/rehearsals/<time>)"
+    )
+    rehearse.add_argument(
+        "--kfp-version", choices=KFP_VERSIONS, default=KFP_VERSIONS[-1],
+        help="the Kubeflow Pipelines backend whose driver is imitated: 2.0 (2.0 to 2.2), 2.3 (2.3 and 2.4), "
+             f"2.5 (2.5 and later) (default: {KFP_VERSIONS[-1]})",
+    )
+    rehearse.add_argument(
+        "--s3-endpoint",
+        help="an S3 API to keep the artifacts in, such as a MinIO of yours (http://127.0.0.1:9000), with the "
+             "credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (default: an S3 server started on 127.0.0.1 "
+             "for the rehearsal, moto)",
     )
     rehearse.set_defaults(handler=rehearse_command)
 
@@ -91,7 +106,7 @@ def submit_command(args) -> int:
 
 
 def rehearse_command(args) -> int:
-    """`dtfx rehearse`: compiles, then runs the compiled file here, each step a subprocess of this Python."""
+    """`dtfx rehearse`: compiles, then runs the compiled file here as a cluster would, artifacts in a local S3 server."""
     from dtfx.pipeline import layout, run_lock
     from dtfx.pipeline.kubeflow.checks import cluster_problems
     from dtfx.pipeline.loader import load_config
@@ -104,28 +119,40 @@ def rehearse_command(args) -> int:
         raise ConfigError(args.config, problems)
     workdir = args.workdir or os.path.join(layout.pipeline_dir(config), "rehearsals", f"{datetime.datetime.now():%Y%m%d-%H%M%S}")
     workdir = os.path.abspath(workdir)
-    print(f"dtfx: rehearsing pipeline {config.pipeline.name!r} in {workdir}", flush=True)
+    root = config.kubeflow.pipeline_root or DEFAULT_ROOT
+    print(f"dtfx: rehearsing pipeline {config.pipeline.name!r} in {workdir} (Kubeflow Pipelines {args.kfp_version})", flush=True)
     started = time.monotonic()
 
     from dtfx.pipeline.kubeflow.compiler import compile_pipeline
-    from dtfx.pipeline.kubeflow.rehearsal import RehearsalError, rehearse
+    from dtfx.pipeline.kubeflow.object_store import ObjectStore, local_s3_server
+    from dtfx.pipeline.kubeflow.rehearsal import RehearsalError, rehearse, version_warnings
 
+    for warning in version_warnings():
+        print(f"warning: {warning}", file=sys.stderr)
     spec_path = os.path.join(workdir, "pipeline.yaml")
     # It pushes to the pipeline's serving directory, as a run does: never beside a run of the same pipeline.
-    with run_lock.exclusive(config):
-        compile_pipeline(config, spec_path, config.kubeflow.image or REHEARSAL_IMAGE, os.path.join(workdir, "pipeline_root"))
+    if args.s3_endpoint:
+        credentials = {"aws_access_key_id": os.environ.get("AWS_ACCESS_KEY_ID"),
+                       "aws_secret_access_key": os.environ.get("AWS_SECRET_ACCESS_KEY")}
+        stores = contextlib.nullcontext(ObjectStore(args.s3_endpoint, credentials))
+    else:
+        stores = local_s3_server()
+    with run_lock.exclusive(config), stores as store:
+        compile_pipeline(config, spec_path, config.kubeflow.image or REHEARSAL_IMAGE, root)
         print(f"compiled: {spec_path}")
+        store.ensure_bucket(root)
+        print(f"artifacts: {root} in the S3 API at {store.endpoint}")
         print(f"{'task':<18}{'state':<11}{'seconds':>8}", flush=True)
         try:
-            result = rehearse(spec_path, workdir, on_task=_print_task)
+            result = rehearse(spec_path, workdir, store, root, args.kfp_version, on_task=_print_task)
         except RehearsalError as error:  # the compiler refuses such specs first; this is a dtfx bug if it happens
             raise RuntimeError(str(error)) from None
+        store.mirror(root, os.path.join(workdir, "store"))
     for task in result.tasks:
         if task.state == "skipped":
             _print_task(task)
-    for note in result.notes:
-        print(f"note: {note}")
     print(f"logs: {workdir}/logs")
+    print(f"artifacts copied from the store: {workdir}/store")
     seconds = time.monotonic() - started
     if not result.success:
         print(f"error: {result.message}", file=sys.stderr)
@@ -193,7 +220,7 @@ def _pushed_line(result) -> str:
     if push is None:
         return "pushed: nothing (the pipeline has no push step)"
     artifact = push.outputs.get(PUSHED_MODEL_OUTPUT)
-    metadata = getattr(artifact, "metadata", {}) or {}
+    metadata = artifact.metadata if artifact else {}
     if metadata.get("pushed"):
         return f"pushed: {metadata.get('pushed_destination')}"
     return "pushed: nothing (the evaluator did not bless the model)"

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import sys
 import tempfile
 
 import yaml
 
+from dtfx.components.kfp_executor_input import OUTPUT_TYPES_FLAG, type_title
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.kubeflow import parameters, platform
@@ -122,10 +124,27 @@ def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root:
     # removed, so that the compiled file holds only what the cluster runs.
     for executor in executors.values():
         executor.get("container", {}).pop("lifecycle", None)
+    _add_output_types(spec)
     ingest = tasks.get(INGEST_STEP)
     if ingest is not None and ingest.pop("cachingOptions", None):
         notes.append("ingest is never cached on Kubeflow (its cache would not see changed data); use Retry to resume a run")
     return notes
+
+
+def _add_output_types(spec: dict) -> None:
+    """Puts each step's declared output types on its command line (dtfx.components.kfp_executor_input).
+
+    Kubeflow's drivers hand a step its output artifacts typed in different forms, and some add
+    outputs of their own (`executor-logs`); the step's entrypoint keeps and types what is declared here.
+    """
+    executors = spec["deploymentSpec"]["executors"]
+    for component in spec["components"].values():
+        container = executors.get(component.get("executorLabel"), {}).get("container")
+        if container is None:
+            continue
+        declared = component.get("outputDefinitions", {}).get("artifacts", {})
+        types = {key: type_title(output["artifactType"]) for key, output in sorted(declared.items())}
+        container["args"] = [*container.get("args", []), OUTPUT_TYPES_FLAG, json.dumps(types, sort_keys=True)]
 
 
 def write_spec(path: str, spec: dict, platform_spec: dict | None) -> None:

@@ -1,53 +1,48 @@
-"""Rehearse a compiled Kubeflow pipeline on this machine, without a cluster.
+"""Rehearse a compiled Kubeflow pipeline on this machine as open-source Kubeflow Pipelines would run it.
 
-`rehearse(path, workdir)` runs a KFP v2 PipelineSpec YAML, as TFX's KubeflowV2DagRunner
-writes it, through kfp.local's own execution code: kfp.local orders the tasks, passes
-parameters and artifacts between them, builds each task's ExecutorInput and resolves the
-placeholders of its command line. Only the last step differs from a Kubeflow pod: the
-resolved command (the image's `python -m tfx.orchestration.kubeflow.v2.container...`)
-runs as a subprocess of this Python environment instead of in a container. Whatever the
-container entrypoint does with its ExecutorInput, and however it fails, happens here too.
+`rehearse(path, workdir, store, pipeline_root)` reads the compiled file exactly as `dtfx
+compile` wrote it and runs its tasks in order, each the way a KFP pod runs a step:
 
-kfp.local cannot run container components by itself (its SubprocessRunner only runs
-lightweight Python components, its DockerRunner needs Docker) and its table of task
-handlers is fixed, so while a rehearsal runs, the one function kfp.local's DAG
-orchestrator calls per container task is replaced by `_TaskRunner.run_container_task`,
-which is built from kfp.local's executor-input, placeholder and executor-output code.
+- the driver's part (dtfx.pipeline.kubeflow.driver): parameters resolved, input artifacts
+  looked up from the steps before, output URIs chosen under `pipeline_root`, and the
+  ExecutorInput written in the form of the chosen backend version;
+- the launcher's part (dtfx.pipeline.kubeflow.object_store): input artifacts downloaded from the
+  object store (an S3 API: moto's server on 127.0.0.1, or a MinIO) to the step's local paths,
+  the compiled command run with its placeholders filled, then the outputs uploaded and the
+  metadata the step reported recorded.
+
+Each step runs in a fresh process, in a directory of its own that stands for the pod's
+filesystem, with the image's environment (the Dockerfile's `ENV`s) rather than this one's, and
+with this environment's Python (the image's, with dtfx installed, in a pod). The first failing
+step stops the run; the message names it, its log and the log's last lines.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
+import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-from unittest import mock
 
-from kfp import components, local
-from kfp.local import (
-    dag_orchestrator,
-    executor_input_utils,
-    executor_output_utils,
-    graph_utils,
-    importer_handler,
-    placeholder_utils,
-    status,
-    task_dispatcher,
-    utils,
-)
-from kfp.pipeline_spec import pipeline_spec_pb2
+import yaml
 
-# The image's `python` is this environment's interpreter, with dtfx installed; the directory
-# dtfx runs in stands in for the user's own code that the image would contain.
+from dtfx.components.kfp_executor_input import LOCAL_ROOT_ENV, local_path_for_uri, type_title
+from dtfx.pipeline.kubeflow import driver
+from dtfx.pipeline.kubeflow.object_store import LauncherError, ObjectStore, is_store_uri
+
 PYTHON_COMMANDS = {"python", "python3"}
 TAIL_LINES = 30
-_kfp_run_importer = importer_handler.run_importer
+RUN_ID = "rehearsal"
+DOCKERFILE = Path(__file__).resolve().parents[2] / "Dockerfile"
+# A placeholder of the compiled command: {{$}} or {{$.inputs.parameters['k']}} / {{$.outputs.artifacts['k'].path}}.
+PLACEHOLDER = re.compile(r"\{\{\$(?:\.(inputs|outputs)\.(parameters|artifacts)\['([^']+)'\](?:\.(uri|path|output_file))?)?\}\}")
 
 
 class RehearsalError(Exception):
@@ -58,55 +53,58 @@ class RehearsalError(Exception):
 class TaskRun:
     """One task of a rehearsal: state is "succeeded", "failed" or "skipped" (not reached).
 
-    `outputs` maps each output key of a succeeded task to its kfp `dsl.Artifact` (or list of
-    them), with the URI and the metadata the step reported, as Kubeflow records them.
+    `outputs` maps each output key of a succeeded task to its artifact as ML Metadata would
+    keep it: the URI and the metadata the step reported.
     """
 
     name: str
     state: str
     seconds: float = 0.0
     log_path: Path | None = None
-    outputs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    outputs: dict[str, driver.Artifact] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
 class RehearsalResult:
-    """What a rehearsal did. `message` says why it failed (empty on success); `notes` list
-    parts of the spec that were not run because open-source Kubeflow Pipelines ignores them."""
+    """What a rehearsal did. `message` says why it failed (empty on success)."""
 
     success: bool
     tasks: list[TaskRun]
-    outputs_dir: Path
+    pipeline_root: str
     message: str = ""
-    notes: list[str] = dataclasses.field(default_factory=list)
 
 
-def load_pipeline_spec(path: str | os.PathLike) -> pipeline_spec_pb2.PipelineSpec:
-    """The PipelineSpec in a compiled `.yaml` file, read by kfp's own component loader."""
-    return components.load_component_from_file(str(path)).pipeline_spec
+def load_spec(path: str | os.PathLike) -> dict:
+    """The PipelineSpec (as JSON) in a compiled `.yaml` file: its first YAML document."""
+    with open(path, encoding="utf-8") as handle:
+        return next(yaml.safe_load_all(handle))
 
 
-def check_rehearsable(spec: pipeline_spec_pb2.PipelineSpec) -> None:
-    """Raises RehearsalError, naming every offending task, for what a rehearsal cannot run:
-    resolver nodes and deprecated constants (open-source Kubeflow cannot run those either),
-    conditions and loops (kfp.local cannot)."""
+def check_rehearsable(spec: dict) -> None:
+    """Raises RehearsalError, naming every offending task, for what open-source Kubeflow cannot run either:
+    resolver nodes, deprecated constants; and for sub-DAGs, conditions and loops, which dtfx never compiles."""
     problems = []
-    for name, task, executor in _tasks(spec):
-        if executor is not None and executor.WhichOneof("spec") == "resolver":
+    executors = spec["deploymentSpec"]["executors"]
+    for name, task in sorted(spec["root"]["dag"]["tasks"].items()):
+        component = spec["components"][task["componentRef"]["name"]]
+        if "resolver" in executors.get(component.get("executorLabel"), {}):
             problems.append(
                 f"task {name!r} is a resolver node: resolver nodes only run on Vertex AI; open-source KFP cannot run them"
             )
-        legacy = sorted(key for key, value in task.inputs.parameters.items() if value.runtime_value.HasField("constant_value"))
+        if "dag" in component:
+            problems.append(f"task {name!r} is a sub-DAG, which a rehearsal cannot run")
+        legacy = sorted(key for key, value in task.get("inputs", {}).get("parameters", {}).items()
+                        if "constantValue" in value.get("runtimeValue", {}))
         if legacy:
             # TFX writes these with PipelineSpec schema 2.0.0 (its default). Current KFP drivers reject
-            # them ("param runtime value spec ... not implemented"), kfp.local too; and the TFX
-            # entrypoint reads them only from a field current drivers leave empty.
+            # them ("param runtime value spec ... not implemented"); the TFX entrypoint reads them only
+            # from a field current drivers leave empty.
             problems.append(
                 f"task {name!r} passes {', '.join(legacy)} as deprecated `constantValue`s (PipelineSpec schema "
-                f"{spec.schema_version}): compile with KubeflowV2DagRunnerConfig(use_pipeline_spec_2_1=True)"
+                f"{spec.get('schemaVersion')}): compile with KubeflowV2DagRunnerConfig(use_pipeline_spec_2_1=True)"
             )
-        if task.trigger_policy.condition or task.WhichOneof("iterator"):
-            problems.append(f"task {name!r} runs under a condition or in a loop, which kfp.local cannot rehearse")
+        if task.get("triggerPolicy", {}).get("condition") or "iterator" in task or "parameterIterator" in task:
+            problems.append(f"task {name!r} runs under a condition or in a loop, which a rehearsal cannot run")
     if problems:
         raise RehearsalError("The compiled pipeline cannot be rehearsed:\n- " + "\n- ".join(problems))
 
@@ -114,215 +112,249 @@ def check_rehearsable(spec: pipeline_spec_pb2.PipelineSpec) -> None:
 def rehearse(
     pipeline_spec_path: str | os.PathLike,
     workdir: str | os.PathLike,
+    store: ObjectStore,
+    pipeline_root: str,
+    kfp_version: str = driver.NEWEST,
     on_task: Callable[[TaskRun], None] | None = None,
 ) -> RehearsalResult:
-    """Runs the compiled pipeline at `pipeline_spec_path` task by task, as Kubeflow would.
+    """Runs the compiled pipeline at `pipeline_spec_path` task by task, as Kubeflow `kfp_version` would.
 
-    The pipeline root is `<workdir>/pipeline_root` (the spec's own root is not used); each
-    task's stdout and stderr go to `<workdir>/logs/<task>.log`. `on_task` is called with each
-    task that finishes, as it finishes. The first failing task stops the run and the result's
-    message names it, its log and the log's last lines. Raises RehearsalError before running
-    anything if the spec cannot run on open-source Kubeflow.
+    Artifacts go to `store` under `pipeline_root` (a minio://, s3:// or gs:// URL whose bucket the
+    store serves; it is created if missing). Each task's pod directory is `<workdir>/pods/<task>`
+    and its log `<workdir>/logs/<task>.log`. `on_task` is called with each task that finishes, as
+    it finishes. Raises RehearsalError before running anything if the spec cannot run on
+    open-source Kubeflow.
     """
-    spec = load_pipeline_spec(pipeline_spec_path)
+    spec = load_spec(pipeline_spec_path)
     check_rehearsable(spec)
+    version = driver.DRIVER_VERSIONS[kfp_version]
     workdir = Path(workdir).resolve()
-    pipeline_root = workdir / "pipeline_root"
-    resource_name = executor_input_utils.get_local_pipeline_resource_name(spec.pipeline_info.name)
-    runner = _TaskRunner(workdir / "logs", on_task)
-    runner.logs_dir.mkdir(parents=True, exist_ok=True)
-    fail_stack: list[str] = []
-    with runner.installed():
-        _, dag_status = dag_orchestrator.run_dag(
-            pipeline_resource_name=resource_name,
-            dag_component_spec=spec.root,
-            executors=_executors(spec),
-            components=dict(spec.components.items()),
-            dag_arguments={},
-            pipeline_root=str(pipeline_root),
-            runner=local.SubprocessRunner(use_venv=False),  # not used: our task runner runs every task
-            unique_pipeline_id=placeholder_utils.make_random_id(),
-            fail_stack=fail_stack,
-        )
-    ran = {run.name for run in runner.runs}
-    order = reversed(graph_utils.topological_sort_tasks(spec.root.dag.tasks))
+    (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    store.ensure_bucket(pipeline_root)
+    run = _Run(spec, workdir, store, pipeline_root, version, on_task)
+    order = _topological_order(spec["root"]["dag"]["tasks"])
+    for name in order:
+        if not run.run_task(name):
+            break
+    ran = {task.name for task in run.tasks}
     skipped = [TaskRun(name, "skipped") for name in order if name not in ran]
-    success = dag_status == status.Status.SUCCESS
-    message = "" if success else runner.failure or f"Task {' inside '.join(fail_stack)!r} failed."
-    return RehearsalResult(success, runner.runs + skipped, pipeline_root / resource_name, message, _notes(spec))
+    return RehearsalResult(not run.failure, run.tasks + skipped, pipeline_root, run.failure)
 
 
-class _TaskRunner:
-    """Runs the tasks kfp.local's DAG orchestrator hands over and records what happened."""
+def image_environment(dockerfile: Path = DOCKERFILE) -> dict[str, str]:
+    """The `ENV`s of the image's Dockerfile (empty if there is none beside the package)."""
+    if not dockerfile.is_file():
+        return {}
+    text = re.sub(r"\\\n", " ", dockerfile.read_text(encoding="utf-8"))
+    env = {}
+    for line in text.splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:1] == ["ENV"]:
+            env.update(word.split("=", 1) for word in words[1:] if "=" in word)
+    return env
 
-    def __init__(self, logs_dir: Path, on_task: Callable[[TaskRun], None] | None = None):
-        self.logs_dir = logs_dir
+
+class _Run:
+    """The state of one rehearsal: each task's outputs, as the next tasks' driver looks them up."""
+
+    def __init__(self, spec, workdir, store, pipeline_root, version, on_task):
+        self.spec = spec
+        self.workdir = workdir
+        self.store = store
+        self.pipeline_root = pipeline_root
+        self.version = version
         self.on_task = on_task
-        self.runs: list[TaskRun] = []
+        self.tasks: list[TaskRun] = []
+        self.outputs: dict[str, dict[str, driver.Artifact]] = {}
         self.failure = ""
-        self._artifact_ids: dict[str, str] = {}
+        self._ids = 0
 
-    @contextlib.contextmanager
-    def installed(self):
-        """Makes kfp.local's DAG orchestrator use this runner for container and importer tasks."""
-        with (
-            mock.patch.object(task_dispatcher, "run_single_task_implementation", self.run_container_task),
-            mock.patch.object(importer_handler, "run_importer", self.run_importer),
-        ):
-            yield
+    def run_task(self, name: str) -> bool:
+        """Runs task `name`; returns whether it succeeded."""
+        task = self.spec["root"]["dag"]["tasks"][name]
+        component = self.spec["components"][task["componentRef"]["name"]]
+        executor = self.spec["deploymentSpec"]["executors"][component["executorLabel"]]
+        log_path = self.workdir / "logs" / f"{name}.log"
+        start = time.monotonic()
+        with open(log_path, "w") as log:
+            try:
+                inputs = self._input_artifacts(task)
+                parameters = self._parameters(task)
+                if "importer" in executor:
+                    outputs = self._import(executor["importer"], component, parameters)
+                else:
+                    outputs = self._run_container(name, executor["container"], component, inputs, parameters, log)
+            except (LauncherError, _StepFailed) as error:
+                print(f"{type(error).__name__}: {error}", file=log)
+                self._record(TaskRun(name, "failed", time.monotonic() - start, log_path))
+                self.failure = f"Task {name!r} {error}. Log: {log_path}\nLast lines of the log:\n{_tail(log_path)}"
+                return False
+        self.outputs[name] = outputs
+        self._record(TaskRun(name, "succeeded", time.monotonic() - start, log_path, outputs))
+        return True
 
-    def run_container_task(
-        self,
-        *,
-        pipeline_resource_name,
-        component_name,
-        component_spec,
-        executor_spec,
-        arguments,
-        pipeline_root,
-        unique_pipeline_id,
-        **_,
-    ):
-        """Stands in for kfp.local's task_dispatcher.run_single_task_implementation."""
-        name = _task_name(component_name)
-        task_root = os.path.join(pipeline_root, pipeline_resource_name, name)
-        executor_input = executor_input_utils.construct_executor_input(
-            component_spec=component_spec, arguments=arguments, task_root=task_root, block_input_artifact=False
-        )
-        self._as_kubeflow_passes_inputs(executor_input)
-        _create_output_dirs(executor_input)
-        container = executor_spec.container
-        command = placeholder_utils.replace_placeholders(
-            full_command=[*container.command, *container.args],
-            executor_input_dict=executor_input_utils.executor_input_to_dict(executor_input, component_spec),
-            pipeline_resource_name=pipeline_resource_name,
-            task_resource_name=name,
-            pipeline_root=pipeline_root,
-            unique_pipeline_id=unique_pipeline_id,
-        )
+    def _run_container(self, name, container, component, inputs, parameters, log) -> dict[str, driver.Artifact]:
+        pod = self.workdir / "pods" / name
+        declared = {key: type_title(output["artifactType"])
+                    for key, output in component.get("outputDefinitions", {}).get("artifacts", {}).items()}
+        output_root = driver.output_uri(self.pipeline_root, self.spec["pipelineInfo"]["name"], RUN_ID, name, "").rstrip("/")
+        output_file = str(pod / driver.POD_OUTPUT_FILE.lstrip("/"))
+        executor_input = driver.executor_input(self.version, inputs, parameters, declared, output_root, output_file)
+        for key, artifact in inputs.items():  # the launcher, before the step
+            if is_store_uri(artifact.uri):
+                print(f"launcher: downloading {key} from {artifact.uri}", file=log, flush=True)
+                self.store.download(artifact.uri, local_path_for_uri(artifact.uri, str(pod)))
+        command = [_fill(part, executor_input, str(pod)) for part in [*container.get("command", []), *container.get("args", [])]]
         if command and command[0] in PYTHON_COMMANDS:
             command[0] = sys.executable
-        os.makedirs(task_root, exist_ok=True)
-        log_path = self.logs_dir / f"{name}.log"
-        start = time.monotonic()
-        # kfp.local puts the task's output metadata file in the task's directory, where a pod has
-        # /tmp/kfp_outputs/output_metadata.json. TFX derives its temporary directory from that
-        # file's directory, so here each task gets its own instead of the pod's private /tmp.
-        # A pod's working directory is not where the pipeline was compiled either: run in the task's.
-        with open(log_path, "w") as log:
-            returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=task_root, env=_pod_env()).returncode
-        seconds = time.monotonic() - start
+        os.makedirs(os.path.dirname(output_file), exist_ok=True)
+        returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=pod, env=self._pod_env(pod)).returncode
         if returncode != 0:
-            return self._failed(name, seconds, log_path, f"exited with code {returncode}")
-        try:
-            outputs = executor_output_utils.get_outputs_for_task(executor_input=executor_input, component_spec=component_spec)
-        except Exception as error:  # Kubeflow's launcher fails the task on unreadable output metadata too
-            with open(log_path, "a") as log:
-                print(f"{type(error).__name__}: {error}", file=log)
-            return self._failed(name, seconds, log_path, "wrote output metadata that cannot be read")
-        # Kubeflow's launcher registers every declared output artifact even when the executor's
-        # output metadata does not mention it; kfp.local only passes on the ones mentioned.
-        for key, artifact_list in executor_input.outputs.artifacts.items():
-            if key not in outputs:
-                is_list = component_spec.output_definitions.artifacts[key].is_artifact_list
-                outputs[key] = executor_output_utils.artifact_list_to_dsl_artifact(artifact_list, is_list)
-        self._record(TaskRun(name, "succeeded", seconds, log_path, outputs))
-        return outputs, status.Status.SUCCESS
+            raise _StepFailed(f"exited with code {returncode}")
+        reported = _executor_output(output_file)
+        outputs = {}
+        for key, listed in executor_input["outputs"]["artifacts"].items():  # the launcher, after the step
+            (given,) = listed["artifacts"]
+            uri = given["uri"]
+            if key == driver.EXECUTOR_LOGS:
+                log.flush()
+                self.store.upload(log.name, uri)
+                continue
+            report = (reported.get("artifacts", {}).get(key, {}).get("artifacts") or [{}])[0]
+            uri = report.get("uri") or uri
+            if is_store_uri(uri):
+                print(f"launcher: uploading {key} to {uri}", file=log, flush=True)
+                self.store.upload(local_path_for_uri(uri, str(pod)), uri)
+            outputs[key] = driver.Artifact(self._next_id(), uri, declared[key], report.get("metadata", {}))
+        return outputs
 
-    def run_importer(self, *, component_name, component_spec, **kwargs):
-        """Wraps kfp.local's importer: times it and sends its console output to the task's log."""
-        name = _task_name(component_name)
-        log_path = self.logs_dir / f"{name}.log"
-        start = time.monotonic()
-        with open(log_path, "w") as log, contextlib.redirect_stdout(log):
-            try:
-                outputs, task_status = _kfp_run_importer(component_name=component_name, component_spec=component_spec, **kwargs)
-            except Exception as error:  # an unusable importer spec fails this task, as it would on Kubeflow
-                print(f"{type(error).__name__}: {error}", file=log)
-                return self._failed(name, time.monotonic() - start, log_path, "failed to import its artifact")
-        # kfp.local always calls the imported artifact "artifact" (the key kfp's own dsl.importer
-        # declares); Kubeflow's importer launcher uses the component's one declared output key,
-        # which TFX calls "result".
-        (key,) = component_spec.output_definitions.artifacts.keys()
-        self._record(TaskRun(name, "succeeded", time.monotonic() - start, log_path, {key: outputs["artifact"]}))
-        return {key: outputs["artifact"]}, task_status
+    def _import(self, importer: dict, component: dict, parameters: dict) -> dict[str, driver.Artifact]:
+        """The importer: the driver records an artifact at the given URI; no pod runs."""
+        source = importer["artifactUri"]
+        uri = source.get("constant") or source.get("runtimeConstant") or parameters.get(source.get("runtimeParameter", ""))
+        if not uri:
+            raise _StepFailed("has no artifact URI to import")
+        (key,) = component["outputDefinitions"]["artifacts"]
+        title = type_title(importer.get("typeSchema")) or "system.Artifact"
+        return {key: driver.Artifact(self._next_id(), uri, title, importer.get("metadata", {}))}
 
-    def _as_kubeflow_passes_inputs(self, executor_input: pipeline_spec_pb2.ExecutorInput) -> None:
-        """Gives input artifacts the shape Kubeflow's driver gives them: it reads them back from
-        ML Metadata, so they carry the MLMD artifact id as name and no type at all
-        (kfp.local would pass `system.Artifact` and the producer's output key instead).
-        TFX's entrypoint needs the type (tensorflow/tfx#7768); keeping it out here makes that
-        failure show up in a rehearsal as it does on a cluster."""
-        for artifact_list in executor_input.inputs.artifacts.values():
-            for artifact in artifact_list.artifacts:
-                artifact.ClearField("type")
-                artifact.name = self._artifact_ids.setdefault(artifact.uri, str(len(self._artifact_ids) + 1))
+    def _input_artifacts(self, task: dict) -> dict[str, driver.Artifact]:
+        artifacts = {}
+        for key, source in task.get("inputs", {}).get("artifacts", {}).items():
+            producer = source.get("taskOutputArtifact")
+            if producer is None:
+                raise _StepFailed(f"takes input artifact {key!r} from the pipeline's inputs, which a rehearsal cannot give")
+            artifacts[key] = self.outputs[producer["producerTask"]][producer["outputArtifactKey"]]
+        return artifacts
+
+    def _parameters(self, task: dict) -> dict:
+        defaults = {key: value.get("defaultValue")
+                    for key, value in self.spec["root"].get("inputDefinitions", {}).get("parameters", {}).items()}
+        values = {}
+        for key, source in task.get("inputs", {}).get("parameters", {}).items():
+            if "componentInputParameter" in source:
+                values[key] = defaults.get(source["componentInputParameter"])
+            elif "runtimeValue" in source:
+                values[key] = source["runtimeValue"].get("constant")
+            else:
+                raise _StepFailed(f"takes parameter {key!r} from another task's output, which dtfx never compiles")
+        return values
+
+    def _pod_env(self, pod: Path) -> dict[str, str]:
+        """The image's environment, with what a process needs here; this process's own settings stay out.
+
+        The image puts its project code on PYTHONPATH; here that is the directory the rehearsal
+        runs in (a user's own model module), and dtfx is installed in this environment.
+        """
+        env = {key: os.environ[key] for key in ("PATH", "HOME", "LANG", "TMPDIR") if key in os.environ}
+        env.update(image_environment())
+        env["PYTHONPATH"] = os.getcwd()
+        env[LOCAL_ROOT_ENV] = str(pod)
+        return env
+
+    def _next_id(self) -> str:
+        self._ids += 1
+        return str(self._ids)
 
     def _record(self, run: TaskRun) -> None:
-        self.runs.append(run)
+        self.tasks.append(run)
         if self.on_task:
             self.on_task(run)
 
-    def _failed(self, name: str, seconds: float, log_path: Path, what: str):
-        self._record(TaskRun(name, "failed", seconds, log_path))
-        self.failure = f"Task {name!r} {what}. Log: {log_path}\nLast lines of the log:\n{_tail(log_path)}"
-        return {}, status.Status.FAILURE
+
+class _StepFailed(Exception):
+    """The step failed; the message completes "Task 'name' ..."."""
 
 
-def _create_output_dirs(executor_input: pipeline_spec_pb2.ExecutorInput) -> None:
-    """Creates what a step may expect of its output URIs before it runs.
+def _fill(part: str, executor_input: dict, pod: str) -> str:
+    """A command-line word with its placeholders filled as the launcher fills them."""
 
-    On a cluster the pipeline root is an object store (gs://), where a TFX step writes files
-    under its artifact URI without creating any directory (and TFX's local runner creates that
-    directory for it). Here the root is a local directory, so each TFX artifact's directory is
-    made for the step, lest it fail here only. A KFP artifact may be a file at its URI, so as
-    Kubeflow's launcher does, only its parent directory is made.
-    """
-    for artifact_list in executor_input.outputs.artifacts.values():
-        for artifact in artifact_list.artifacts:
-            is_tfx = "title: tfx." in artifact.type.instance_schema or artifact.type.schema_title.startswith("tfx.")
-            os.makedirs(artifact.uri if is_tfx else os.path.dirname(artifact.uri), exist_ok=True)
+    def value(match: re.Match) -> str:
+        side, kind, key, field = match.groups()
+        if side is None:
+            return json.dumps(executor_input)
+        if kind == "parameters" and side == "inputs":
+            found = executor_input["inputs"]["parameterValues"].get(key)
+            return found if isinstance(found, str) else json.dumps(found)
+        if kind == "artifacts" and field in ("uri", "path"):
+            (artifact,) = executor_input[side]["artifacts"][key]["artifacts"]
+            return artifact["uri"] if field == "uri" else local_path_for_uri(artifact["uri"], pod)
+        raise _StepFailed(f"uses placeholder {match.group(0)}, which a rehearsal cannot fill")
 
-
-def _executors(spec: pipeline_spec_pb2.PipelineSpec) -> dict[str, pipeline_spec_pb2.PipelineDeploymentConfig.ExecutorSpec]:
-    return {label: utils.struct_to_executor_spec(executor) for label, executor in spec.deployment_spec["executors"].items()}
-
-
-def _tasks(spec: pipeline_spec_pb2.PipelineSpec):
-    """(task name, task spec, executor spec or None for a sub-DAG) for every task, sub-DAGs included."""
-    executors = _executors(spec)
-    dags = [spec.root.dag]
-    while dags:
-        for name, task in sorted(dags.pop().tasks.items()):
-            component = spec.components[task.component_ref.name]
-            if component.WhichOneof("implementation") == "dag":
-                dags.append(component.dag)
-            yield name, task, executors.get(component.executor_label)
+    return PLACEHOLDER.sub(value, part)
 
 
-def _notes(spec: pipeline_spec_pb2.PipelineSpec) -> list[str]:
-    return [
-        f"task {name!r}: its lifecycle.preCacheCheck hook ({' '.join(executor.container.lifecycle.pre_cache_check.command)}) "
-        "was not run; open-source KFP ignores it (only Vertex AI runs it)"
-        for name, _, executor in _tasks(spec)
-        if executor is not None and executor.container.lifecycle.HasField("pre_cache_check")
-    ]
+def _executor_output(path: str) -> dict:
+    """The executor output the step wrote (the launcher fails the step if it cannot read it)."""
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except ValueError as error:
+        raise _StepFailed(f"wrote output metadata that cannot be read ({error})") from None
 
 
-def _task_name(component_name: str) -> str:
-    # KFP's own compiler names components "comp-<task>"; TFX names them after the node id.
-    return component_name.removeprefix("comp-")
-
-
-def _pod_env() -> dict[str, str]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))
-    # A pod starts with the image's environment, not with what this process picked up: importing
-    # tensorflow_transform here sets TF_USE_LEGACY_KERAS=1, which must not leak into the tasks.
-    env.pop("TF_USE_LEGACY_KERAS", None)
-    return env
+def _topological_order(tasks: dict) -> list[str]:
+    """Task names so that each comes after the tasks it depends on (ties in name order)."""
+    needs = {}
+    for name, task in tasks.items():
+        producers = set(task.get("dependentTasks", []))
+        for source in task.get("inputs", {}).get("artifacts", {}).values():
+            producers.add(source.get("taskOutputArtifact", {}).get("producerTask"))
+        needs[name] = producers - {None}
+    order = []
+    while len(order) < len(tasks):
+        ready = sorted(name for name in tasks if name not in order and needs[name] <= set(order))
+        if not ready:
+            raise RehearsalError(f"the tasks {sorted(set(tasks) - set(order))} depend on each other in a cycle")
+        order.append(ready[0])
+    return order
 
 
 def _tail(path: Path, lines: int = TAIL_LINES) -> str:
     with open(path, errors="replace") as file:
         return "".join(collections.deque(file, maxlen=lines)).rstrip()
+
+
+# The image the Dockerfile builds: its base and what that base runs, the versions a step meets on a cluster.
+IMAGE_BASE = "tensorflow/tfx:1.16.0"
+IMAGE_VERSIONS = {"python": "3.10", "tensorflow": "2.16.2", "tfx": "1.16.0", "apache-beam": "2.59.0", "tf-keras": "2.16.0"}
+
+
+def version_warnings(dockerfile: Path = DOCKERFILE) -> list[str]:
+    """Where this machine's Python and libraries differ from the image's: a step may behave otherwise there."""
+    from importlib import metadata
+
+    if not dockerfile.is_file() or f"FROM {IMAGE_BASE}" not in dockerfile.read_text(encoding="utf-8"):
+        return [f"the versions in the image are unknown here (its Dockerfile is not based on {IMAGE_BASE}): "
+                "the rehearsal used this machine's"]
+    here = {"python": ".".join(map(str, sys.version_info[:2]))}
+    for name in IMAGE_VERSIONS:
+        if name != "python":
+            try:
+                here[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                here[name] = "not installed"
+    return [f"{name} here is {here[name]}, in the image ({IMAGE_BASE}) {wanted}: a step may behave otherwise on the cluster"
+            for name, wanted in IMAGE_VERSIONS.items() if here[name] != wanted]

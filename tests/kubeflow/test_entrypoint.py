@@ -1,23 +1,32 @@
-"""dtfx.components.kfp_entrypoint: input artifacts get the types their component declares (tensorflow/tfx#7768)."""
+"""dtfx.components.kfp_entrypoint: what Kubeflow's driver and launcher hand a step, as TFX's entrypoint can read it.
+
+Contract tests build the executor input of every step of the compiled penguins pipeline as each
+supported driver version writes it (dtfx.pipeline.kubeflow.driver) and check what TFX's own
+parsing makes of it after dtfx.components.kfp_executor_input prepared it.
+"""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+import yaml
 
-from dtfx.components import kfp_entrypoint, run_parameters
-from dtfx.components.compat import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, with_declared_input_types
+from dtfx.components import kfp_entrypoint, kfp_executor_input, run_parameters
+from dtfx.components.kfp_executor_input import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, OUTPUT_TYPES_FLAG, prepare
+from dtfx.pipeline.kubeflow import driver
 
 SCHEMA_TYPE = {"instanceSchema": "title: tfx.Schema\ntype: object\n"}
 STATISTICS_TYPE = {"instanceSchema": "title: tfx.ExampleStatistics\ntype: object\n"}
 
 
-def command(executor_input: dict, inputs_spec: dict | None) -> list[str]:
-    """A command line as TFX compiles it, after Kubeflow replaced the `{{$}}` placeholder."""
+def command(executor_input: dict, inputs_spec: dict | None, output_types: dict | None = None) -> list[str]:
+    """A command line as dtfx compiles it, after Kubeflow replaced the `{{$}}` placeholder."""
     argv = ["--executor_class_path", "some.Executor", EXECUTOR_INPUT_FLAG, json.dumps(executor_input)]
     if inputs_spec is not None:
         argv += [INPUTS_SPEC_FLAG, json.dumps(inputs_spec)]
+    if output_types is not None:
+        argv += [OUTPUT_TYPES_FLAG, json.dumps(output_types)]
     return [*argv, "--direct_running_mode=in_memory"]
 
 
@@ -25,43 +34,157 @@ def executor_input_of(argv: list[str]) -> dict:
     return json.loads(argv[argv.index(EXECUTOR_INPUT_FLAG) + 1])
 
 
-def test_input_artifacts_get_their_declared_types():
-    # As Kubeflow's driver passes them: read back from ML Metadata, named by id, without a type.
+def test_input_artifacts_get_their_declared_types_and_local_paths(tmp_path):
+    # As Kubeflow's driver passes them: read back from ML Metadata, named by id, typed in some form or not at all.
     executor_input = {
         "inputs": {
             "artifacts": {
-                "schema": {"artifacts": [{"name": "7", "uri": "gs://b/schema/1"}]},
-                "statistics": {"artifacts": [{"name": "5", "uri": "gs://b/stats/1", "type": {"schemaTitle": "system.Artifact"}}]},
+                "schema": {"artifacts": [{"name": "7", "uri": "minio://mlpipeline/v2/p/1/schema/schema"}]},
+                "statistics": {"artifacts": [{"name": "5", "uri": "s3://b/stats/1", "type": {"schemaTitle": "system.Artifact"}}]},
             },
-            "parameterValues": {"exclude_splits": "[]"},
+            "parameterValues": {"exclude_splits": "[]", "added_by_a_driver": "x"},
         },
-        "outputs": {"outputFile": "/tmp/out.json"},
+        "outputs": {"outputFile": str(tmp_path / "out.json")},
     }
-    spec = {"artifacts": {"schema": {"artifactType": SCHEMA_TYPE}, "statistics": {"artifactType": STATISTICS_TYPE}}}
+    spec = {"artifacts": {"schema": {"artifactType": SCHEMA_TYPE}, "statistics": {"artifactType": STATISTICS_TYPE}},
+            "parameters": {"exclude_splits": {"parameterType": "STRING"}}}
 
-    argv = with_declared_input_types(command(executor_input, spec))
+    prepared = prepare(command(executor_input, spec), local_root=str(tmp_path))
 
-    typed = executor_input_of(argv)["inputs"]["artifacts"]
-    assert typed["schema"]["artifacts"][0] == {"name": "7", "uri": "gs://b/schema/1", "type": SCHEMA_TYPE}
+    typed = executor_input_of(prepared.argv)["inputs"]["artifacts"]
+    local_schema = str(tmp_path / "minio/mlpipeline/v2/p/1/schema/schema")
+    assert typed["schema"]["artifacts"][0] == {"name": "7", "uri": local_schema, "type": SCHEMA_TYPE}
     assert typed["statistics"]["artifacts"][0]["type"] == STATISTICS_TYPE, "the declared type wins over another one"
-    assert executor_input_of(argv)["inputs"]["parameterValues"] == {"exclude_splits": "[]"}
-    assert argv[-1] == "--direct_running_mode=in_memory" and argv[:2] == ["--executor_class_path", "some.Executor"]
+    assert typed["statistics"]["artifacts"][0]["uri"] == str(tmp_path / "s3/b/stats/1")
+    assert (tmp_path / "s3/b/stats/1").is_dir(), "an input with no file arrives as no directory; it is made"
+    assert executor_input_of(prepared.argv)["inputs"]["parameterValues"] == {"exclude_splits": "[]"}
+    assert prepared.argv[-1] == "--direct_running_mode=in_memory"
+    assert prepared.argv[:2] == ["--executor_class_path", "some.Executor"]
+    assert prepared.remote_uris[local_schema] == "minio://mlpipeline/v2/p/1/schema/schema"
 
 
-def test_a_step_without_input_artifacts_is_left_as_it_is():
-    argv = command({"inputs": {"parameterValues": {"input_base": "/data"}}, "outputs": {}}, inputs_spec=None)
-    assert with_declared_input_types(argv) == argv
+def test_outputs_are_typed_as_declared_and_executor_logs_left_to_the_launcher(tmp_path):
+    executor_input = driver.executor_input(
+        driver.DRIVER_VERSIONS["2.5"], {}, {}, {"examples": "tfx.Examples"}, "minio://mlpipeline/v2/p/run/ingest",
+        output_file=str(tmp_path / "out.json"))
+
+    prepared = prepare(command(executor_input, None, {"examples": "tfx.Examples"}), local_root=str(tmp_path))
+
+    outputs = executor_input_of(prepared.argv)["outputs"]["artifacts"]
+    assert list(outputs) == ["examples"], "executor-logs is not declared: TFX never sees it"
+    assert outputs["examples"]["artifacts"][0]["type"] == {"instanceSchema": "title: tfx.Examples\ntype: object\n"}
+    assert (tmp_path / "minio/mlpipeline/v2/p/run/ingest/examples").is_dir()
+    assert OUTPUT_TYPES_FLAG not in prepared.argv, "TFX's flags only: Beam would take it for a pipeline option"
+
+
+def test_the_executor_output_names_the_uris_kubeflow_gave(tmp_path):
+    remote = "minio://mlpipeline/v2/p/run/schema_gen/schema"
+    executor_input = driver.executor_input(driver.DRIVER_VERSIONS["2.0"], {}, {}, {"schema": "tfx.Schema"},
+                                           remote.rsplit("/", 1)[0], output_file=str(tmp_path / "out.json"))
+    prepared = prepare(command(executor_input, None, {"schema": "tfx.Schema"}), local_root=str(tmp_path))
+    local = executor_input_of(prepared.argv)["outputs"]["artifacts"]["schema"]["artifacts"][0]["uri"]
+    reported = {"artifacts": {"schema": {"artifacts": [{"uri": local, "metadata": {"a": 1}}]}}}
+    (tmp_path / "out.json").write_text(json.dumps(reported))
+
+    kfp_executor_input.finish(prepared)
+
+    written = json.loads((tmp_path / "out.json").read_text())["artifacts"]["schema"]["artifacts"][0]
+    assert written == {"uri": remote, "metadata": {"a": 1}}
+
+
+def test_a_step_whose_beam_workers_run_elsewhere_keeps_the_store_uris(tmp_path):
+    executor_input = driver.executor_input(driver.DRIVER_VERSIONS["2.5"], {}, {}, {"examples": "tfx.Examples"},
+                                           "gs://b/root/p/run/ingest", output_file=str(tmp_path / "out.json"))
+    argv = [*command(executor_input, None, {"examples": "tfx.Examples"}), "--runner=DataflowRunner"]
+
+    prepared = prepare(argv, local_root=str(tmp_path))
+
+    assert executor_input_of(prepared.argv)["outputs"]["artifacts"]["examples"]["artifacts"][0]["uri"] == (
+        "gs://b/root/p/run/ingest/examples")
+    assert prepared.direct_outputs == ["gs://b/root/p/run/ingest/examples"]
+    assert not (tmp_path / "gcs").exists()
+
+
+def test_without_declared_output_types_only_tfx_types_are_kept(tmp_path):
+    """A file compiled before output types were declared: the driver's own forms are read."""
+    executor_input = driver.executor_input(driver.DRIVER_VERSIONS["2.5"], {}, {}, {"model": "tfx.Model"},
+                                           "s3://b/p/run/train", output_file=str(tmp_path / "out.json"))
+    prepared = prepare(command(executor_input, None), local_root=str(tmp_path))
+    assert list(executor_input_of(prepared.argv)["outputs"]["artifacts"]) == ["model"]
 
 
 def test_input_artifacts_without_input_definitions_say_how_to_compile():
     executor_input = {"inputs": {"artifacts": {"schema": {"artifacts": [{"uri": "gs://b/s"}]}}}}
     with pytest.raises(ValueError, match="use_pipeline_spec_2_1=True"):
-        with_declared_input_types(command(executor_input, inputs_spec=None))
+        prepare(command(executor_input, inputs_spec=None))
 
 
 def test_a_missing_executor_input_is_an_error():
     with pytest.raises(ValueError, match=EXECUTOR_INPUT_FLAG):
-        with_declared_input_types(["--executor_class_path", "some.Executor"])
+        prepare(["--executor_class_path", "some.Executor"])
+
+
+# --- contract: every step of the penguins pipeline, every driver version ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def penguins_spec(tmp_path_factory) -> dict:
+    from dtfx.pipeline.kubeflow.compiler import compile_pipeline
+    from dtfx.pipeline.loader import load_config
+    from tests.kubeflow.test_compile import cluster_config, write
+
+    directory = tmp_path_factory.mktemp("compiled")
+    config_path = write(directory / "config.yaml", cluster_config(kubeflow__pipeline_root="minio://mlpipeline/v2/artifacts"))
+    config = load_config(str(config_path), check_data=False)
+    path = directory / "pipeline.yaml"
+    compile_pipeline(config, str(path), "dtfx:test", config.kubeflow.pipeline_root)
+    with open(path) as handle:
+        return next(yaml.safe_load_all(handle))
+
+
+@pytest.mark.parametrize("version", sorted(driver.DRIVER_VERSIONS))
+def test_tfx_reads_every_step_as_each_driver_version_writes_it(penguins_spec, version, tmp_path):
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils, kubeflow_v2_run_executor
+
+    executors = penguins_spec["deploymentSpec"]["executors"]
+    tasks = penguins_spec["root"]["dag"]["tasks"]
+    titles = {  # (producer, output key) -> type name, from the producers' output definitions
+        (name, key): kfp_executor_input.type_title(output["artifactType"])
+        for name, task in tasks.items()
+        for key, output in penguins_spec["components"][task["componentRef"]["name"]]
+        .get("outputDefinitions", {}).get("artifacts", {}).items()
+    }
+    for name, task in sorted(tasks.items()):
+        component = penguins_spec["components"][task["componentRef"]["name"]]
+        inputs = {}
+        for key, source in task.get("inputs", {}).get("artifacts", {}).items():
+            producer = source["taskOutputArtifact"]
+            title = titles[(producer["producerTask"], producer["outputArtifactKey"])]
+            uri = f"minio://mlpipeline/v2/artifacts/penguins/run/{producer['producerTask']}/{producer['outputArtifactKey']}"
+            inputs[key] = driver.Artifact("12", uri, title, {"span": 0.0})
+        parameters = {key: source["runtimeValue"]["constant"]
+                      for key, source in task.get("inputs", {}).get("parameters", {}).items() if "runtimeValue" in source}
+        declared = {key: kfp_executor_input.type_title(output["artifactType"])
+                    for key, output in component.get("outputDefinitions", {}).get("artifacts", {}).items()}
+        executor_input = driver.executor_input(driver.DRIVER_VERSIONS[version], inputs, parameters, declared,
+                                               f"minio://mlpipeline/v2/artifacts/penguins/run/{name}",
+                                               output_file=str(tmp_path / name / "out.json"))
+        container = executors[component["executorLabel"]]["container"]
+        argv = [json.dumps(executor_input) if arg == "{{$}}" else arg for arg in container["args"]]
+
+        prepared = prepare(argv, local_root=str(tmp_path / name))
+
+        args, beam_args = kubeflow_v2_run_executor._parse_flags(prepared.argv)
+        assert all(arg.startswith(("--runner", "--direct")) for arg in beam_args), (name, beam_args)
+        parsed = json_format.Parse(args.json_serialized_invocation_args, pipeline_spec_pb2.ExecutorInput())
+        for side, wanted in (("inputs", {key: artifact.title for key, artifact in inputs.items()}), ("outputs", declared)):
+            artifacts = kubeflow_v2_entrypoint_utils.parse_raw_artifact_dict(getattr(parsed, side).artifacts)
+            got = {key: f"tfx.{listed[0].type_name}" for key, listed in artifacts.items()}
+            assert got == wanted, (version, name, side)
+            for listed in artifacts.values():
+                assert listed[0].uri.startswith(str(tmp_path / name / "minio" / "mlpipeline")), (name, listed[0].uri)
 
 
 def eval_config_json(**threshold) -> str:

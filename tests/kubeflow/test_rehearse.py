@@ -10,12 +10,12 @@ import csv
 import importlib.resources
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from dtfx.pipeline.cli import main
 from dtfx.pipeline.kubeflow import compiler, rehearsal
+from dtfx.pipeline.kubeflow.driver import Artifact
 from dtfx.pipeline.kubeflow.rehearsal import RehearsalResult, TaskRun
 from tests.conftest import run_dtfx
 
@@ -27,8 +27,8 @@ def fake_rehearsal(monkeypatch, result: RehearsalResult) -> list[tuple]:
     calls = []
     monkeypatch.setattr(compiler, "compile_pipeline", lambda *args: calls.append(("compile", *args)))
 
-    def rehearse(path, workdir, on_task=None):
-        calls.append(("rehearse", path, workdir))
+    def rehearse(path, workdir, store, root, version, on_task=None):
+        calls.append(("rehearse", path, workdir, root, version))
         for task in result.tasks:
             if task.state != "skipped":
                 on_task(task)
@@ -42,7 +42,7 @@ def test_a_failed_task_exits_1_with_its_log_tail(write_config, tmp_path, monkeyp
     log = tmp_path / "work" / "logs" / "transform.log"
     tasks = [TaskRun("ingest", "succeeded", 9.5, tmp_path / "ingest.log"), TaskRun("transform", "failed", 3.25, log)]
     message = f"Task 'transform' exited with code 1. Log: {log}\nLast lines of the log:\nValueError: boom"
-    calls = fake_rehearsal(monkeypatch, RehearsalResult(False, [*tasks, TaskRun("train", "skipped")], tmp_path, message))
+    calls = fake_rehearsal(monkeypatch, RehearsalResult(False, [*tasks, TaskRun("train", "skipped")], "minio://b/p", message))
 
     code = main(["rehearse", str(write_config()), "--workdir", str(tmp_path / "work")])
 
@@ -55,14 +55,15 @@ def test_a_failed_task_exits_1_with_its_log_tail(write_config, tmp_path, monkeyp
     assert "(failed," in out and "pushed:" not in out
     compiled = calls[0]
     assert compiled[2] == str(tmp_path / "work" / "pipeline.yaml")
-    assert compiled[3] == "dtfx-rehearsal" and compiled[4] == str(tmp_path / "work" / "pipeline_root")
+    assert compiled[3] == "dtfx-rehearsal" and compiled[4] == "minio://mlpipeline/v2/artifacts"
+    assert calls[1][3:] == ("minio://mlpipeline/v2/artifacts", "2.5"), "the newest driver by default"
 
 
 def test_a_rehearsal_beside_a_run_of_the_same_pipeline_exits_2(write_config, tmp_path, monkeypatch, capsys):
     from dtfx.pipeline import run_lock
     from dtfx.pipeline.loader import load_config
 
-    calls = fake_rehearsal(monkeypatch, RehearsalResult(True, [], tmp_path))
+    calls = fake_rehearsal(monkeypatch, RehearsalResult(True, [], "minio://b/p"))
     path = write_config()
     with run_lock.exclusive(load_config(str(path))):  # as a `dtfx run` of it holds it
         code = main(["rehearse", str(path), "--workdir", str(tmp_path / "work")])
@@ -71,15 +72,16 @@ def test_a_rehearsal_beside_a_run_of_the_same_pipeline_exits_2(write_config, tmp
 
 
 def test_success_prints_the_pushed_model(write_config, tmp_path, monkeypatch, capsys):
-    pushed = SimpleNamespace(metadata={"pushed": 1.0, "pushed_destination": "/serving/17"})
+    metadata = {"pushed": 1.0, "pushed_destination": "/serving/17"}
+    pushed = Artifact("9", "minio://b/p/push/pushed_model", "tfx.PushedModel", metadata)
     tasks = [TaskRun("train", "succeeded", 1.0), TaskRun("push", "succeeded", 0.5, None, {"pushed_model": pushed})]
-    fake_rehearsal(monkeypatch, RehearsalResult(True, tasks, tmp_path, notes=["a note"]))
+    fake_rehearsal(monkeypatch, RehearsalResult(True, tasks, "minio://b/p"))
 
     code = main(["rehearse", str(write_config()), "--workdir", str(tmp_path / "work")])
 
     out = capsys.readouterr().out
     assert code == 0
-    assert "pushed: /serving/17" in out and "note: a note" in out and "(succeeded," in out
+    assert "pushed: /serving/17" in out and "(succeeded," in out
 
 
 def test_rehearse_needs_the_data_here(write_config, capsys):

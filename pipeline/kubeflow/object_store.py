@@ -1,0 +1,157 @@
+"""An S3-compatible store on 127.0.0.1 for rehearsals, and Kubeflow's launcher's way of moving artifacts.
+
+`local_s3_server()` starts moto's S3 server (installed from PyPI; no MinIO server is) on a free
+port of 127.0.0.1; it dies with this process and is stopped by its process id. `ObjectStore`
+talks to any S3 API (that server, or a MinIO a user points at) and moves artifacts as KFP's
+launcher does (backend/src/v2/objectstore): before a step, every object under an input's URI is
+written to the step's local path; after it, every file under an output's local path is uploaded.
+In a rehearsal every store scheme (`minio://`, `s3://`, `gs://`) is served by the one S3 server:
+the launcher treats them alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS
+from dtfx.components.processes import LOOPBACK as HOST
+from dtfx.components.processes import die_with_parent, free_port
+
+# moto accepts any key; a real MinIO is reached with the user's own.
+REHEARSAL_CREDENTIALS = {"aws_access_key_id": "rehearsal", "aws_secret_access_key": "rehearsal"}
+
+
+class LauncherError(Exception):
+    """Kubeflow's launcher could not move an artifact: the step fails before or after it runs."""
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """(bucket, key) of a `minio://`, `s3://` or `gs://` URI; ValueError for anything else."""
+    for scheme in LAUNCHER_MOUNTS:
+        if uri.startswith(scheme):
+            bucket, _, key = uri[len(scheme):].partition("/")
+            return bucket, key.rstrip("/")
+    raise ValueError(f"{uri}: not an object store URI ({', '.join(LAUNCHER_MOUNTS)})")
+
+
+def is_store_uri(uri: str) -> bool:
+    """Whether the launcher moves this URI's objects (it leaves other URIs, such as local paths, alone)."""
+    return uri.startswith(tuple(LAUNCHER_MOUNTS))
+
+
+class ObjectStore:
+    """A bucket store behind an S3 API at `endpoint` (http://host:port)."""
+
+    def __init__(self, endpoint: str, credentials: dict | None = None):
+        import boto3
+
+        self.endpoint = endpoint
+        self.client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                                   **(credentials or REHEARSAL_CREDENTIALS))
+
+    def ensure_bucket(self, uri: str) -> None:
+        """Creates the bucket of `uri` if it does not exist."""
+        bucket, _ = split_uri(uri)
+        with contextlib.suppress(self.client.exceptions.BucketAlreadyOwnedByYou):
+            self.client.create_bucket(Bucket=bucket)
+
+    def objects(self, uri: str) -> dict[str, int]:
+        """Key -> size of every object at `uri` or under it (`uri/...`)."""
+        bucket, key = split_uri(uri)
+        found = {}
+        for prefix in (key, key + "/"):
+            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+            for page in pages:
+                for item in page.get("Contents", []):
+                    if item["Key"] == key or item["Key"].startswith(key + "/"):
+                        found[item["Key"]] = item["Size"]
+        return found
+
+    def download(self, uri: str, local: str) -> int:
+        """Writes every object under `uri` to `local` as the launcher does before a step; returns how many.
+
+        A zero-byte `dir/` marker object is where the launcher fails (kubeflow/pipelines#13476):
+        it has no file name to write. An artifact that is one object becomes the file `local`.
+        """
+        bucket, key = split_uri(uri)
+        objects = self.objects(uri)
+        markers = sorted(name for name in objects if name.endswith("/"))
+        if markers:
+            raise LauncherError(
+                f"cannot download {uri}: {markers[0]} is a zero-byte directory marker object, which Kubeflow's launcher "
+                "cannot write to a file (kubeflow/pipelines#13476)"
+            )
+        for name in objects:
+            target = local if name == key else os.path.join(local, os.path.relpath(name, key))
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+            self.client.download_file(bucket, name, target)
+        return len(objects)
+
+    def upload(self, local: str, uri: str) -> int:
+        """Uploads the file `local`, or every file under the directory `local`, to `uri`; returns how many.
+
+        Empty directories upload nothing, as with the launcher. A missing `local` uploads nothing
+        either: the launcher allows a step not to write an output.
+        """
+        bucket, key = split_uri(uri)
+        if os.path.isfile(local):
+            self.client.upload_file(local, bucket, key)
+            return 1
+        count = 0
+        for directory, _, files in os.walk(local):
+            for name in files:
+                path = os.path.join(directory, name)
+                self.client.upload_file(path, bucket, f"{key}/{os.path.relpath(path, local)}")
+                count += 1
+        return count
+
+    def mirror(self, uri: str, directory: str | os.PathLike) -> None:
+        """Copies every object under `uri` into `directory` (markers as empty directories), to look at after a run."""
+        bucket, key = split_uri(uri)
+        for name in self.objects(uri):
+            target = Path(directory, os.path.relpath(name, key) if name != key else os.path.basename(key))
+            if name.endswith("/"):
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.client.download_file(bucket, name, str(target))
+
+
+@contextlib.contextmanager
+def local_s3_server(timeout: float = 60) -> Iterator[ObjectStore]:
+    """moto's S3 server on a free port of 127.0.0.1, for the duration of the block."""
+    port = free_port()
+    log = open(os.devnull, "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", HOST, "-p", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent,
+    )
+    try:
+        endpoint = f"http://{HOST}:{port}"
+        _wait_ready(process, endpoint, timeout)
+        yield ObjectStore(endpoint)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        log.close()
+
+
+def _wait_ready(process: subprocess.Popen, endpoint: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the local S3 server (moto) ended with code {process.returncode} before it answered")
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(endpoint, timeout=2):
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"the local S3 server (moto) did not answer at {endpoint} within {timeout:.0f} s")
