@@ -144,7 +144,9 @@ def _add_output_types(spec: dict) -> None:
             continue
         declared = component.get("outputDefinitions", {}).get("artifacts", {})
         types = {key: type_title(output["artifactType"]) for key, output in sorted(declared.items())}
-        container["args"] = [*container.get("args", []), OUTPUT_TYPES_FLAG, json.dumps(types, sort_keys=True)]
+        args = container.get("args", [])
+        after = args.index("{{$}}") + 1 if "{{$}}" in args else len(args)  # TFX's flags first, Beam's options last
+        container["args"] = [*args[:after], OUTPUT_TYPES_FLAG, json.dumps(types, sort_keys=True), *args[after:]]
 
 
 def write_spec(path: str, spec: dict, platform_spec: dict | None) -> None:

@@ -204,6 +204,8 @@ class _Run:
             if is_store_uri(artifact.uri):
                 print(f"launcher: downloading {key} from {artifact.uri}", file=log, flush=True)
                 self.store.download(artifact.uri, local_path_for_uri(artifact.uri, str(pod)))
+        for listed in executor_input["outputs"]["artifacts"].values():  # an output may be a file: its parent only
+            os.makedirs(os.path.dirname(local_path_for_uri(listed["artifacts"][0]["uri"], str(pod))), exist_ok=True)
         command = [_fill(part, executor_input, str(pod)) for part in [*container.get("command", []), *container.get("args", [])]]
         if command and command[0] in PYTHON_COMMANDS:
             command[0] = sys.executable

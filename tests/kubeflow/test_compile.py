@@ -197,8 +197,8 @@ def test_the_shipped_config_lists_what_a_cluster_needs(capsys):
 @pytest.mark.parametrize(
     ("key", "value", "where", "message"),
     [
-        ("kubeflow.pipeline_root", "s3://bucket/root", "kubeflow.pipeline_root", "s3:// and minio:// cannot hold TFX artifacts"),
-        ("kubeflow.pipeline_root", "minio://mlpipeline/v2", "kubeflow.pipeline_root", "no S3 filesystem"),
+        ("kubeflow.pipeline_root", "s3:///root", "kubeflow.pipeline_root", "names no bucket: s3://BUCKET/path"),
+        ("kubeflow.pipeline_root", "http://minio:9000/mlpipeline", "kubeflow.pipeline_root", "not an object store URL"),
         ("kubeflow.pipeline_root", "/mnt/dtfx/root", "kubeflow.pipeline_root", "its driver refuses a mounted path"),
         ("data.path", "data/penguins.csv", "data.path", "a relative path means nothing in a pod"),
         ("data.path", "gs://bucket/penguins.csv", "data.path", "Python's file API in the pod, which reads no URLs"),
@@ -222,13 +222,31 @@ def test_cluster_mistakes_exit_2_naming_the_yaml_path(tmp_path, capsys, key, val
 
 def test_a_set_override_is_checked_too(tmp_path, capsys):
     config = write(tmp_path / "config.yaml", cluster_config())
-    code, _, err = cli(capsys, "compile", str(config), "--set", "kubeflow.pipeline_root=s3://b/r")
-    assert code == 2 and "kubeflow.pipeline_root" in err and "use gs://bucket/path" in err
+    code, _, err = cli(capsys, "compile", str(config), "--set", "kubeflow.pipeline_root=ftp://b/r")
+    assert code == 2 and "kubeflow.pipeline_root" in err and "use minio://mlpipeline/v2/artifacts" in err
+
+
+@pytest.mark.parametrize("root", ["minio://mlpipeline/v2/artifacts", "s3://team-bucket/dtfx", "gs://team-bucket/dtfx"])
+def test_every_store_the_launcher_serves_is_a_pipeline_root(tmp_path, capsys, root):
+    config = write(tmp_path / "config.yaml", set_key(cluster_config(), "kubeflow.pipeline_root", root))
+    code, out, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 0, err
+    assert f"pipeline root: {root}" in out
+
+
+def test_beam_workers_elsewhere_need_a_gs_root(tmp_path, capsys):
+    """Their steps read and write the store itself, and TensorFlow 2.16 has gs:// but no s3://."""
+    flink = ROOT / "pipeline_config" / "penguins-flink.yaml"
+    code, _, err = cli(capsys, "compile", str(flink), "-o", str(tmp_path / "p.yaml"), "--set", "kubeflow.image=r/dtfx:1",
+                       "--set", "kubeflow.pipeline_root=minio://mlpipeline/v2/artifacts")
+    assert code == 2
+    assert re.search(r"kubeflow.pipeline_root \(line \d+\): beam.runner 'portable' runs Beam's workers outside", err), err
+    assert "use a gs:// root, or beam.runner: direct" in err and not (tmp_path / "p.yaml").exists()
 
 
 def test_validate_reports_kubeflow_section_errors_too(tmp_path, capsys):
     config = default_config()
-    config["kubeflow"] = {"pipeline_root": "minio://mlpipeline/v2"}
+    config["kubeflow"] = {"pipeline_root": "/mnt/pipeline-root"}
     code, _, err = cli(capsys, "validate", str(write(tmp_path / "config.yaml", config)))
     assert code == 2 and "kubeflow.pipeline_root (line" in err
 

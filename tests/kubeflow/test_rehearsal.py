@@ -1,6 +1,7 @@
 """Rehearsals of TFX pipelines compiled for Kubeflow Pipelines v2, run without a cluster.
 
-The pipelines are compiled here with TFX's KubeflowV2DagRunner over a small CSV made here.
+The pipelines are compiled here with TFX's KubeflowV2DagRunner over a small CSV made here,
+and rehearsed with their artifacts in an S3 server on 127.0.0.1 (tests/kubeflow/conftest.py).
 Their Transform and Trainer use `preprocessing_fn` and `run_fn` below, which the task
 subprocesses import as `tests.kubeflow.test_rehearsal` (the rehearsal puts the repository
 root on their PYTHONPATH, as an image would contain the project code). Containers start with
@@ -106,7 +107,7 @@ def states(result) -> dict[str, str]:
 # --- fast ---------------------------------------------------------------------------------
 
 
-def test_refuses_resolver_nodes(tmp_path):
+def test_refuses_resolver_nodes(tmp_path, s3_store, pipeline_root):
     example_gen = tfx.components.CsvExampleGen(input_base=str(write_csv(tmp_path / "data")))
     resolver = tfx.dsl.Resolver(
         strategy_class=LatestBlessedModelStrategy,
@@ -116,42 +117,26 @@ def test_refuses_resolver_nodes(tmp_path):
     spec = compile_tfx(tmp_path, [example_gen, resolver])
 
     with pytest.raises(RehearsalError, match="latest_blessed_model_resolver.*resolver nodes only run on Vertex AI"):
-        rehearse(spec, tmp_path / "work")
+        rehearse(spec, tmp_path / "work", s3_store, pipeline_root)
     assert not (tmp_path / "work").exists(), "nothing runs when the pipeline is refused"
 
 
-def test_refuses_pipeline_spec_2_0(tmp_path):
+def test_refuses_pipeline_spec_2_0(tmp_path, s3_store, pipeline_root):
     example_gen = tfx.components.CsvExampleGen(input_base=str(write_csv(tmp_path / "data")))
     spec = compile_tfx(tmp_path, [example_gen], spec_2_1=False)
 
     with pytest.raises(RehearsalError, match=r"'CsvExampleGen'.*constantValue.*use_pipeline_spec_2_1=True"):
-        rehearse(spec, tmp_path / "work")
+        rehearse(spec, tmp_path / "work", s3_store, pipeline_root)
 
 
-def test_importer_runs_without_a_subprocess(tmp_path):
-    importer = tfx.dsl.Importer(source_uri=str(tmp_path / "schema"), artifact_type=standard_artifacts.Schema)
-    result = rehearse(compile_tfx(tmp_path, [importer.with_id("schema_importer")]), tmp_path / "work")
+def test_importer_runs_without_a_subprocess(tmp_path, s3_store, pipeline_root):
+    importer = tfx.dsl.Importer(source_uri="minio://models/schema/1", artifact_type=standard_artifacts.Schema)
+    result = rehearse(compile_tfx(tmp_path, [importer.with_id("schema_importer")]), tmp_path / "work", s3_store, pipeline_root)
 
     assert result.success, result.message
     assert states(result) == {"schema_importer": "succeeded"}
-
-
-def test_tfx_outputs_get_their_directory_kfp_outputs_their_parent(tmp_path):
-    """As on an object store, a TFX step can write under its output URI at once; a KFP output may be a file."""
-    from kfp.pipeline_spec import pipeline_spec_pb2
-
-    from dtfx.pipeline.kubeflow.rehearsal import _create_output_dirs
-
-    executor_input = pipeline_spec_pb2.ExecutorInput()
-    tfx_output = executor_input.outputs.artifacts["schema"].artifacts.add(uri=str(tmp_path / "schema_gen" / "schema"))
-    tfx_output.type.instance_schema = "title: tfx.Schema\ntype: object\n"
-    kfp_output = executor_input.outputs.artifacts["out"].artifacts.add(uri=str(tmp_path / "write" / "out"))
-    kfp_output.type.schema_title = "system.Artifact"
-
-    _create_output_dirs(executor_input)
-
-    assert (tmp_path / "schema_gen" / "schema").is_dir()
-    assert (tmp_path / "write").is_dir() and not (tmp_path / "write" / "out").exists()
+    (imported,) = result.tasks[0].outputs.values()
+    assert imported.uri == "minio://models/schema/1" and imported.title == "tfx.Schema"
 
 
 def compile_failing_kfp_pipeline(path: Path) -> Path:
@@ -183,8 +168,8 @@ def compile_failing_kfp_pipeline(path: Path) -> Path:
     return path
 
 
-def test_failure_names_the_task_its_log_and_the_log_tail(tmp_path):
-    result = rehearse(compile_failing_kfp_pipeline(tmp_path / "pipeline.yaml"), tmp_path / "work")
+def test_failure_names_the_task_its_log_and_the_log_tail(tmp_path, s3_store, pipeline_root):
+    result = rehearse(compile_failing_kfp_pipeline(tmp_path / "pipeline.yaml"), tmp_path / "work", s3_store, pipeline_root)
 
     assert not result.success
     assert states(result) == {"write": "succeeded", "fail": "failed", "never": "skipped"}
@@ -192,21 +177,23 @@ def test_failure_names_the_task_its_log_and_the_log_tail(tmp_path):
     assert failed.log_path == tmp_path / "work" / "logs" / "fail.log"
     assert "Task 'fail' exited with code 3" in result.message
     assert str(failed.log_path) in result.message
-    assert "written then boom" in result.message
-    assert result.outputs_dir.parent == tmp_path / "work" / "pipeline_root"
+    assert "written then boom" in result.message, "the file `write` wrote went through the store to `fail`"
+    written = result.tasks[0].outputs["out"].uri
+    assert written == f"{pipeline_root}/fails-midway/rehearsal/write/out"
+    assert list(s3_store.objects(written).values()) == [len("written")]
 
 
 # --- slow: real TFX executors in subprocesses ---------------------------------------------
 
 
 @pytest.mark.slow
-def test_stock_tfx_entrypoint_fails_as_on_kubeflow(tmp_path):
-    """tensorflow/tfx#7768: TFX 1.16's entrypoint cannot read the input artifacts Kubeflow gives it."""
+def test_stock_tfx_entrypoint_fails_as_on_kubeflow(tmp_path, s3_store, pipeline_root):
+    """tensorflow/tfx#7768: TFX 1.16's entrypoint cannot read the untyped input artifacts a 2.0 driver gives it."""
     importer = tfx.dsl.Importer(
         source_uri=str(tmp_path / "examples"), artifact_type=standard_artifacts.Examples, properties={"split_names": '["train"]'}
     ).with_id("examples_importer")
     statistics = tfx.components.StatisticsGen(examples=importer.outputs["result"])
-    result = rehearse(compile_tfx(tmp_path, [importer, statistics]), tmp_path / "work")
+    result = rehearse(compile_tfx(tmp_path, [importer, statistics]), tmp_path / "work", s3_store, pipeline_root, "2.0")
 
     assert not result.success
     assert states(result) == {"examples_importer": "succeeded", "StatisticsGen": "failed"}
@@ -215,7 +202,7 @@ def test_stock_tfx_entrypoint_fails_as_on_kubeflow(tmp_path):
 
 
 @pytest.mark.slow
-def test_whole_pipeline_rehearses_and_pushes_a_model(tmp_path):
+def test_whole_pipeline_rehearses_and_pushes_a_model(tmp_path, s3_store, pipeline_root):
     import tensorflow_model_analysis as tfma
 
     serving = tmp_path / "serving"
@@ -255,18 +242,18 @@ def test_whole_pipeline_rehearses_and_pushes_a_model(tmp_path):
     nodes = [example_gen, statistics, schema, validator, transform, trainer, evaluator, pusher]
     spec = compile_tfx(tmp_path, nodes, commands=ENTRYPOINT)
 
-    result = rehearse(spec, tmp_path / "work")
+    result = rehearse(spec, tmp_path / "work", s3_store, pipeline_root)
 
     assert result.success, result.message
     assert list(states(result).values()) == ["succeeded"] * len(nodes)
     assert all(task.log_path.is_file() for task in result.tasks)
-    out = result.outputs_dir
-    assert list((out / "CsvExampleGen" / "examples" / "Split-train").glob("*.gz"))
-    assert (out / "SchemaGen" / "schema" / "schema.pbtxt").is_file()
-    assert (out / "ExampleValidator" / "anomalies").is_dir()
-    assert (out / "Transform" / "transform_graph" / "transform_fn" / "saved_model.pb").is_file()
-    assert (out / "Trainer" / "model" / "Format-Serving" / "saved_model.pb").is_file()
-    assert (out / "Evaluator" / "blessing" / "BLESSED").is_file()
+    out = f"{pipeline_root}/rehearsed/rehearsal"
+    stored = s3_store.objects(out)
+    bucket_path = out.split("://")[1].split("/", 1)[1]
+    assert any(key.startswith(f"{bucket_path}/CsvExampleGen/examples/Split-train/") and key.endswith(".gz") for key in stored)
+    for key in ("SchemaGen/schema/schema.pbtxt", "Transform/transform_graph/transform_fn/saved_model.pb",
+                "Trainer/model/Format-Serving/saved_model.pb", "Evaluator/blessing/BLESSED"):
+        assert f"{bucket_path}/{key}" in stored, key
+    assert not [key for key in stored if key.endswith("/")], "no directory marker objects"
     (pushed,) = serving.iterdir()
     assert (pushed / "saved_model.pb").is_file()
-    assert any("preCacheCheck" in note for note in result.notes)

@@ -1,0 +1,24 @@
+"""An S3-compatible store on 127.0.0.1 (moto's server), shared by the Kubeflow tests of a session."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from dtfx.pipeline.kubeflow.object_store import local_s3_server
+
+_buckets = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def s3_store():
+    """The store; stopped by its process id when the session ends."""
+    with local_s3_server() as store:
+        yield store
+
+
+@pytest.fixture
+def pipeline_root(s3_store) -> str:
+    """A minio:// root in a bucket of this test's own."""
+    return f"minio://test-{next(_buckets)}/v2/artifacts"
