@@ -6,5 +6,7 @@ compiler   TFX's KubeflowV2DagRunner, plus what it leaves out of a bare Pipeline
 parameters run parameters (train_args, eval_config) shown in the Kubeflow UI's run form
 platform   per-step resources and the volumes' Kubernetes platform spec
 submit     creating a run through kfp.Client
-rehearsal  running a compiled spec through kfp.local, each step a subprocess
+rehearsal  running a compiled spec here as open-source Kubeflow would, each step a fresh process
+driver     executor inputs as each backend version's driver writes them
+object_store an S3 server on 127.0.0.1 for rehearsals, and the launcher's artifact downloads and uploads
 """

@@ -124,7 +124,7 @@ def serve(model_dir: str, rows: list[dict[str, str]]) -> list[str]:
 
 
 @pytest.mark.slow
-def test_rehearsal_of_the_shipped_config_pushes_a_servable_model(write_config, tmp_path):
+def test_rehearsal_of_the_shipped_config_pushes_a_servable_model(write_config, tmp_path, s3_store):
     data = penguins_csv(tmp_path / "data")
     config = write_config(
         data__path=str(data),
@@ -138,9 +138,19 @@ def test_rehearsal_of_the_shipped_config_pushes_a_servable_model(write_config, t
         evaluator__thresholds={"accuracy": {"lower_bound": 0.7}},
     )
 
-    result = run_dtfx("rehearse", str(config), timeout=600)
+    root = "minio://penguins-rehearsal/v2/artifacts"
+    result = run_dtfx("rehearse", str(config), "--set", f"kubeflow.pipeline_root={root}", "--s3-endpoint", s3_store.endpoint,
+                      timeout=600, AWS_ACCESS_KEY_ID="rehearsal", AWS_SECRET_ACCESS_KEY="rehearsal")
 
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "(Kubeflow Pipelines 2.5)" in result.stdout
+    assert "warning: python here is 3.11, in the image (tensorflow/tfx:1.16.0) 3.10" in result.stderr
+    # Every artifact in the bucket is one the next step's launcher can download: no directory marker objects.
+    stored = s3_store.objects(root)
+    assert stored and not [key for key in stored if key.endswith("/")]
+    assert any("/penguins/rehearsal/ingest/examples/Split-train/" in key for key in stored)
+    assert any(key.endswith("/penguins/rehearsal/train/executor-logs") for key in stored), "the launcher keeps each log"
+    assert s3_store.download(f"{root}/penguins/rehearsal/train/model", str(tmp_path / "model")) > 0
     table = re.findall(r"^(\w+)\s+(succeeded|failed|skipped)\s+([\d.]+|-)$", result.stdout, re.MULTILINE)
     assert {name for name, _, _ in table} >= {"ingest", "transform", "train", "baseline", "evaluate", "push"}
     assert {state for _, state, _ in table} == {"succeeded"}
