@@ -119,6 +119,12 @@ class DistributionSection(Section):
         description="Replicas on this machine: a number, or auto (every GPU, else the CPU). Without a GPU, "
         "N makes N logical CPU devices so that N replicas really run.",
     )
+    workers: PositiveInt = Field(
+        1,
+        le=64,
+        description="Worker processes of multi_worker_mirrored: the Trainer step starts them on this machine (127.0.0.1, "
+        "a TF_CONFIG each) and waits for them; 1 trains in the step's own process.",
+    )
     cross_device_ops: Literal["nccl", "hierarchical_copy", "reduction_to_one_device"] | None = Field(
         None,
         description="All-reduce implementation of `mirrored` where GPUs exist; null lets TensorFlow choose. "
@@ -180,6 +186,10 @@ class TrainerSection(Section):
         reads_devices = "devices" in STRATEGIES.get(self.distribution.strategy).keys
         if reads_devices and isinstance(devices, int) and self.batch_size % devices:
             raise ValueError(f"batch_size {self.batch_size} is not a multiple of distribution.devices {devices}")
+        workers = self.distribution.workers
+        if self.batch_size % workers:
+            raise ValueError(f"batch_size {self.batch_size} is not a multiple of distribution.workers {workers}: "
+                             "each worker's replica takes an equal share of the global batch")
         return self
 
 

@@ -68,8 +68,9 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
         print(f"beam: {summary.beam.runner} ({' '.join(summary.beam.options)})")
     trainer = summary.trainer
     if trainer:
+        processes = f" in {trainer.processes} worker processes" if trainer.processes > 1 else ""
         print(
-            f"trainer: {trainer.replicas} replica(s) ({trainer.strategy}), "
+            f"trainer: {trainer.replicas} replica(s){processes} ({trainer.strategy}), "
             f"{trainer.examples_per_second:.0f} examples/s, {trainer.train_steps} steps"
         )
     evaluator = summary.evaluator

@@ -51,6 +51,7 @@ def test_pipeline_settings_come_from_config():
     assert json.loads(trainer.exec_properties["custom_config"])["distribution"] == {
         "strategy": "mirrored",
         "devices": 2,
+        "workers": 1,
         "cross_device_ops": None,
     }
 

@@ -377,3 +377,13 @@ def test_values_that_cannot_train_are_problems_naming_file_line_and_column(write
     data.write_text("rooms,area,price,city\n3,70.5,cheap,Oslo\n")
     assert any("'cheap' in column 'price' is not a number, but 'price' is the regression label" in p
                for p in problems_of(write_config(config)))
+
+
+def test_worker_processes_belong_to_multi_worker_mirrored_and_share_the_batch(write_config):
+    mirrored = problems_of(write_config(trainer__distribution={"strategy": "mirrored", "workers": 2}))
+    assert any("strategy mirrored ignores workers" in p for p in mirrored), mirrored
+    odd = problems_of(write_config(trainer__batch_size=63, trainer__distribution={"strategy": "multi_worker_mirrored",
+                                                                                   "workers": 2}))
+    assert any("batch_size 63 is not a multiple of distribution.workers 2" in p for p in odd), odd
+    config = load_config(str(write_config(trainer__distribution={"strategy": "multi_worker_mirrored", "workers": 2})))
+    assert config.trainer.distribution.settings()["workers"] == 2

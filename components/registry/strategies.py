@@ -55,12 +55,12 @@ STRATEGIES.register(
     Strategy(
         "multi_worker_mirrored",
         "dtfx.components.trainer.devices.multi_worker_mirrored",
-        (),
+        ("workers",),
         local_replicas=False,
         processes="workers",
         resumable=True,
-        description="`mirrored` across worker processes that TF_CONFIG describes; without TF_CONFIG, one worker "
-        "over this machine's devices.",
+        description="`mirrored` across worker processes, gradients all-reduced between them every step: the Trainer "
+        "step starts `workers` processes on this machine, or joins the cluster that TF_CONFIG describes.",
     )
 )
 STRATEGIES.register(

@@ -25,7 +25,8 @@ from dtfx.components.errors import TrainingError
 from dtfx.components.names import transformed_name
 from dtfx.components.registry.models import MODEL_TYPES
 from dtfx.components.registry.strategies import STRATEGIES
-from dtfx.components.trainer import dataset, devices, serving
+from dtfx.components.trainer import dataset, devices, local_cluster, serving
+from dtfx.components.trainer.job import TrainingJob
 from dtfx.components.trainer.options import TrainerOptions
 from dtfx.components.trainer.stats import TrainStats
 from dtfx.components.trainer.throughput import Throughput
@@ -36,13 +37,37 @@ MAX_EPOCHS = 10
 
 
 def run_fn(fn_args) -> None:
-    """Trains the configured model and saves it with serving signatures for raw tf.Examples."""
-    options = TrainerOptions.from_dict(fn_args.custom_config)
+    """Trains the configured model and saves it with serving signatures for raw tf.Examples.
+
+    With `multi_worker_mirrored` and `workers` > 1 outside a cluster (no TF_CONFIG), the step
+    starts the worker processes on this machine and waits for them (dtfx.components.trainer.local_cluster).
+    """
+    job = TrainingJob.from_fn_args(fn_args)
+    options = TrainerOptions.from_dict(job.custom_config)
+    if local_cluster.wanted(options.distribution):
+        local_cluster.train(job, options.distribution["workers"])
+    else:
+        train(job, options)
+
+
+def train(fn_args: TrainingJob, options: TrainerOptions, strategy: tf.distribute.Strategy | None = None) -> None:
+    """Trains in this process, alone or as one worker of a cluster (`strategy` made already, or made here).
+
+    In a cluster every worker trains and saves; only the chief's files are kept (the Keras
+    multi-worker rule): the others write to temporary directories removed afterwards.
+    """
     label, task = options.label, options.task
+    strategy = strategy or devices.make_strategy(options.distribution)
     keras.utils.set_random_seed(options.seed)
     compat.exempt_tf_keras_from_autograph()
     if options.check_numerics:
         tf.debugging.enable_check_numerics()
+    backup = backup_dir(fn_args)  # one path for every worker: Keras keeps the non-chiefs' copies apart itself
+    with local_cluster.outputs_of_this_worker(fn_args, strategy) as fn_args:
+        _train(fn_args, options, strategy, label, task, backup)
+
+
+def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, task: str, backup: str) -> None:
     tft_output = tft.TFTransformOutput(fn_args.transform_output)
     feature_spec = tft_output.transformed_feature_spec()
     label_key = transformed_name(label)
@@ -55,7 +80,6 @@ def run_fn(fn_args) -> None:
     classes = tft_output.vocabulary_by_name(LABEL_VOCABULARY) if task == "classification" else None
     num_outputs = len(classes) if classes else 1
 
-    strategy = devices.make_strategy(options.distribution)
     batch_size = options.batch_size
     workers = devices.worker_count(strategy)
     train_data = dataset.make_dataset(
@@ -79,7 +103,7 @@ def run_fn(fn_args) -> None:
     epochs = max(e for e in range(1, MAX_EPOCHS + 1) if steps % e == 0)
     throughput = Throughput(batch_size, strategy.num_replicas_in_sync, fn_args.model_run_dir)
     callbacks = [
-        *training_callbacks(options.distribution["strategy"], backup_dir(fn_args)),
+        *training_callbacks(options.distribution["strategy"], backup),
         keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq=options.steps_per_execution),
         throughput,
     ]
@@ -121,6 +145,8 @@ def run_fn(fn_args) -> None:
         seconds=round(seconds, 3),
         examples_per_second=round(throughput.examples_per_second() or steps * batch_size / seconds, 1),
         parameters=int(network.count_params()),
+        processes=workers,
+        worker_files=local_cluster.files_per_worker(fn_args.train_files, workers),
         history={key: [float(v) for v in values] for key, values in history.items()},
     ).write(fn_args.model_run_dir)
 

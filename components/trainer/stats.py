@@ -24,10 +24,17 @@ class TrainStats:
     examples_per_second: float  # training steps only
     parameters: int
     history: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # Keras metrics per epoch
+    processes: int = 1  # worker processes that trained together (multi_worker_mirrored)
+    # The training files each worker read; one list per worker (all the same: every worker read every file).
+    worker_files: list[list[str]] = dataclasses.field(default_factory=list)
 
     def figures(self) -> dict[str, Any]:
-        """Every figure but the per-epoch history."""
-        return {key: value for key, value in dataclasses.asdict(self).items() if key != "history"}
+        """Every figure but the per-epoch history; with several workers, each worker's files in a line."""
+        figures = {key: value for key, value in dataclasses.asdict(self).items() if key not in ("history", "worker_files")}
+        if self.processes > 1:
+            for index, files in enumerate(self.worker_files):
+                figures[f"worker {index} reads"] = ", ".join(files)
+        return figures
 
     def write(self, model_run_dir: str) -> None:
         import tensorflow as tf  # the model-run directory may be on an object store

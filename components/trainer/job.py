@@ -1,0 +1,35 @@
+"""TrainingJob: what a training needs from TFX's FnArgs, in a form that travels to worker processes as JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Self
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingJob:
+    train_files: list[str]
+    eval_files: list[str]
+    transform_output: str
+    serving_model_dir: str
+    model_run_dir: str
+    train_steps: int
+    eval_steps: int
+    custom_config: dict[str, Any]
+
+    @classmethod
+    def from_fn_args(cls, fn_args) -> Self:
+        """The fields of TFX's FnArgs that dtfx's Trainer reads."""
+        return cls(**{field.name: getattr(fn_args, field.name) for field in dataclasses.fields(cls)})
+
+    def with_outputs(self, serving_model_dir: str, model_run_dir: str) -> Self:
+        """The same job writing its model and run files elsewhere."""
+        return dataclasses.replace(self, serving_model_dir=serving_model_dir, model_run_dir=model_run_dir)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        return cls(**json.loads(text))

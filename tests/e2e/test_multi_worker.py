@@ -1,0 +1,113 @@
+"""multi_worker_mirrored with `workers: 2`: the Trainer step starts two worker processes on 127.0.0.1.
+
+One penguins pipeline per test module: the first test trains and pushes with two workers; the
+second kills a worker in the middle of a long training and checks that the step fails naming it,
+that nothing is pushed and that no worker process is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_dtfx
+from tests.e2e.test_local_run import summary_of
+
+pytestmark = pytest.mark.slow
+TWO_WORKERS = json.dumps({"strategy": "multi_worker_mirrored", "workers": 2})
+
+
+def worker_processes(marker: str) -> dict[int, int]:
+    """pid -> worker index of every running training worker whose command line holds `marker`."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if "dtfx.components.trainer.worker" not in command or marker not in command:
+                continue
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # ended while we looked
+        if state == "Z":
+            continue
+        config = next(item for item in environ if item.startswith(b"TF_CONFIG="))
+        found[int(pid)] = json.loads(config.split(b"=", 1)[1])["task"]["index"]
+    return found
+
+
+def test_two_worker_processes_train_and_push_penguins(write_config, tmp_path):
+    config = write_config(trainer__train_steps=60, trainer__eval_steps=2)
+
+    result = run_dtfx("run", str(config), "--set", f"trainer.distribution={TWO_WORKERS}")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = summary_of(result)
+    assert (summary.trainer.processes, summary.trainer.replicas) == (2, 2)
+    assert "trainer: 2 replica(s) in 2 worker processes (multi_worker_mirrored)" in result.stdout
+    assert summary.push.pushed and (Path(summary.push.directory) / "saved_model.pb").is_file()
+    logs = next(tmp_path.glob("outputs/penguins/artifacts/train/model_run/*/logs"))
+    assert sorted(path.name for path in logs.glob("worker-*.log")) == ["worker-0.log", "worker-1.log"]
+    # Transform writes one file per split: both workers read it and keep every other batch.
+    stats = json.loads(next(logs.parent.glob("train_stats.json")).read_text())
+    assert len(stats["worker_files"]) == 2 and stats["worker_files"][0] == stats["worker_files"][1]
+    assert worker_processes(str(tmp_path)) == {}
+
+
+def test_a_worker_killed_mid_training_fails_the_step_naming_it(write_config, tmp_path):
+    config = write_config(trainer__train_steps=20_000, trainer__steps_per_execution=1)
+    dtfx = Path(sys.executable).parent / "dtfx"
+    run = subprocess.Popen([str(dtfx), "run", str(config), "--set", f"trainer.distribution={TWO_WORKERS}"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and run.poll() is None:
+            logs = list(tmp_path.glob("outputs/penguins/artifacts/train/model_run/*/logs/worker-1.log"))
+            if logs and "Epoch 1/" in logs[0].read_text(errors="replace"):
+                break
+            time.sleep(0.5)
+        workers = worker_processes(str(tmp_path))
+        assert sorted(workers.values()) == [0, 1], run.poll()
+        victim = next(pid for pid, index in workers.items() if index == 1)
+        os.kill(victim, signal.SIGKILL)
+        out, err = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+
+    assert run.returncode != 0, out
+    assert f"error in stage train: worker 1 of 2 (process {victim}) was killed by signal 9" in out, out + err
+    assert "the other workers were stopped" in out and "Traceback" not in out + err
+    assert "logs/worker-1.log" in out, "the error points at the worker's log"
+    assert not list((tmp_path / "outputs" / "penguins" / "serving").glob("*")), "nothing was pushed"
+    deadline = time.monotonic() + 10
+    while worker_processes(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert worker_processes(str(tmp_path)) == {}, "no worker process is left"
+
+
+def test_killing_the_run_leaves_no_worker_behind(write_config, tmp_path):
+    config = write_config(trainer__train_steps=20_000, trainer__steps_per_execution=1)
+    dtfx = Path(sys.executable).parent / "dtfx"
+    run = subprocess.Popen([str(dtfx), "run", str(config), "--set", f"trainer.distribution={TWO_WORKERS}"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while len(worker_processes(str(tmp_path))) < 2 and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.5)
+        assert len(worker_processes(str(tmp_path))) == 2, "both workers started"
+    finally:
+        run.kill()  # SIGKILL: no cleanup code of the run's own can run
+        run.wait()
+    deadline = time.monotonic() + 10
+    while worker_processes(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert worker_processes(str(tmp_path)) == {}, "the workers die with the run"
