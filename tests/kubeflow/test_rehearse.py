@@ -166,3 +166,17 @@ def test_rehearsal_of_the_shipped_config_pushes_a_servable_model(write_config, t
     predicted = serve(pushed, rows)
     assert set(predicted) <= SPECIES and len(predicted) == len(rows)
     assert re.search(r"^rehearsal: .+ \(succeeded, \d+ s\)$", result.stdout, re.MULTILINE)
+
+
+def test_a_beam_cluster_profile_is_not_rehearsed(capsys):
+    from tests.conftest import ROOT
+
+    code = main(["rehearse", str(ROOT / "pipeline_config" / "penguins-flink.yaml"), "--set", "data.path=package://palmerpenguins/data/penguins.csv"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert re.search(r"beam.runner \(line \d+\): 'portable' sends Beam's work to a cluster.*--set beam.runner=direct", err), err
+
+
+def test_the_image_environment_comes_from_the_dockerfile():
+    env = rehearsal.image_environment()
+    assert env["TF_USE_LEGACY_KERAS"] == "1" and env["PYTHONUNBUFFERED"] == "1"
