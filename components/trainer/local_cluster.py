@@ -56,28 +56,45 @@ def tf_configs(ports: list[int]) -> list[dict]:
 
 def train(job: TrainingJob, workers: int) -> None:
     """Runs the training in `workers` processes on this machine; raises TrainingError naming a worker that failed."""
-    logs_dir = os.path.join(job.model_run_dir, LOGS_DIR)
-    os.makedirs(logs_dir, exist_ok=True)
-    # Beside the logs: what each worker was given, to start one again by hand when debugging.
-    job_path = os.path.join(logs_dir, "job.json")
-    with open(job_path, "w", encoding="utf-8") as handle:
-        handle.write(job.to_json())
-    configs = tf_configs([free_port() for _ in range(workers)])
-    processes: list[subprocess.Popen] = []
-    try:
-        for index, config in enumerate(configs):
-            processes.append(_start(index, config, job_path, os.path.join(logs_dir, f"worker-{index}.log")))
-        failed = _wait(processes)
-    finally:
-        _stop(processes)
-    if failed is not None:
-        index, code = failed
-        log = os.path.join(logs_dir, f"worker-{index}.log")
-        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        raise TrainingError(
-            f"worker {index} of {workers} (process {processes[index].pid}) {how}; the other workers were stopped and "
-            f"nothing was saved. Its log: {log}\nLast lines of it:\n{_tail(log)}"
-        )
+    with _local_logs_dir(os.path.join(job.model_run_dir, LOGS_DIR)) as logs_dir:
+        # Beside the logs: what each worker was given, to start one again by hand when debugging.
+        job_path = os.path.join(logs_dir, "job.json")
+        with open(job_path, "w", encoding="utf-8") as handle:
+            handle.write(job.to_json())
+        configs = tf_configs([free_port() for _ in range(workers)])
+        processes: list[subprocess.Popen] = []
+        try:
+            for index, config in enumerate(configs):
+                processes.append(_start(index, config, job_path, os.path.join(logs_dir, f"worker-{index}.log")))
+            failed = _wait(processes)
+        finally:
+            _stop(processes)
+        if failed is not None:
+            index, code = failed
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            raise TrainingError(
+                f"worker {index} of {workers} (process {processes[index].pid}) {how}; the other workers were stopped "
+                f"and nothing was saved. Its log: {os.path.join(job.model_run_dir, LOGS_DIR, f'worker-{index}.log')}\n"
+                f"Last lines of it:\n{_tail(os.path.join(logs_dir, f'worker-{index}.log'))}"
+            )
+
+
+@contextlib.contextmanager
+def _local_logs_dir(logs_dir: str) -> Iterator[str]:
+    """`logs_dir` itself when it is local; else a local directory copied there at the end (the logs are streamed files)."""
+    if "://" not in logs_dir:
+        os.makedirs(logs_dir, exist_ok=True)
+        yield logs_dir
+        return
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory(prefix="dtfx-worker-logs-") as local:
+        try:
+            yield local
+        finally:
+            tf.io.gfile.makedirs(logs_dir)
+            for name in os.listdir(local):
+                tf.io.gfile.copy(os.path.join(local, name), f"{logs_dir}/{name}", overwrite=True)
 
 
 def is_chief(strategy) -> bool:

@@ -1,0 +1,39 @@
+"""dtfx.components.trainer.local_cluster: the cluster the Trainer step starts on this machine (no training here)."""
+
+from __future__ import annotations
+
+from dtfx.components.trainer import local_cluster
+
+
+def test_every_worker_gets_the_whole_cluster_on_loopback_and_its_own_index():
+    configs = local_cluster.tf_configs([41001, 41002])
+    assert [config["task"] for config in configs] == [{"type": "worker", "index": 0}, {"type": "worker", "index": 1}]
+    assert all(config["cluster"] == {"worker": ["127.0.0.1:41001", "127.0.0.1:41002"]} for config in configs)
+
+
+def test_each_worker_reads_its_own_files_when_there_are_enough(tmp_path):
+    for index in range(5):
+        (tmp_path / f"part-{index}.gz").write_bytes(b"")
+    pattern = [str(tmp_path / "part-*")]
+    assert local_cluster.files_per_worker(pattern, 2) == [["part-0.gz", "part-2.gz", "part-4.gz"], ["part-1.gz", "part-3.gz"]]
+    # Fewer files than workers: every worker reads all of them and keeps its share of the batches.
+    assert local_cluster.files_per_worker([str(tmp_path / "part-0*")], 2) == [["part-0.gz"], ["part-0.gz"]]
+
+
+def test_only_multi_worker_mirrored_with_several_workers_and_no_cluster_starts_processes(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    assert local_cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 2})
+    assert not local_cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 1})
+    assert not local_cluster.wanted({"strategy": "mirrored", "workers": 1, "devices": 2})
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}')
+    assert not local_cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 2}), "a cluster's job trains as told"
+
+
+def test_logs_for_a_model_run_on_a_file_system_url_are_copied_there():
+    import tensorflow as tf
+
+    with local_cluster._local_logs_dir("ram://dtfx-test/model_run/logs") as local:
+        with open(f"{local}/worker-0.log", "w") as handle:
+            handle.write("Epoch 1/10\n")
+    with tf.io.gfile.GFile("ram://dtfx-test/model_run/logs/worker-0.log") as handle:
+        assert handle.read() == "Epoch 1/10\n"
