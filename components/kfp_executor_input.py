@@ -104,16 +104,16 @@ def prepare(argv: list[str], local_root: str | None = None) -> PreparedStep:
     _type_inputs(executor_input, declared_inputs)
     _type_outputs(executor_input, json.loads(declared_outputs) if declared_outputs is not None else None)
     output_file = executor_input.get("outputs", {}).get("outputFile", "")
+    remote_uris, direct = {}, []
     if beam_runs_elsewhere(argv):
-        argv[position] = json.dumps(executor_input)
         outputs = executor_input.get("outputs", {}).get("artifacts", {}).values()
         direct = [artifact["uri"] for listed in outputs for artifact in listed.get("artifacts", [])
                   if artifact.get("uri", "").startswith("gs://")]
-        return PreparedStep(argv, output_file, {}, direct)
-    root = local_root if local_root is not None else os.environ.get(LOCAL_ROOT_ENV, "/")
-    remote_uris = _to_local_paths(executor_input, root)
+    else:
+        root = local_root if local_root is not None else os.environ.get(LOCAL_ROOT_ENV, "/")
+        remote_uris = _to_local_paths(executor_input, root)
     argv[position] = json.dumps(executor_input)
-    return PreparedStep(argv, output_file, remote_uris)
+    return PreparedStep(argv, output_file, remote_uris, direct)
 
 
 def beam_runs_elsewhere(argv: list[str]) -> bool:
