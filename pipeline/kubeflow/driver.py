@@ -67,9 +67,9 @@ def artifact_type(title: str, form: str) -> dict:
     }[form]
 
 
-def output_uri(pipeline_root: str, pipeline_name: str, run_id: str, task: str, key: str) -> str:
-    """Where the driver puts a step's output artifact."""
-    return "/".join([pipeline_root.rstrip("/"), pipeline_name, run_id, task, key])
+def task_uri(pipeline_root: str, pipeline_name: str, run_id: str, task: str) -> str:
+    """Where the driver puts a step's output artifacts: each at `<this>/<output key>`."""
+    return "/".join([pipeline_root.rstrip("/"), pipeline_name, run_id, task])
 
 
 def executor_input(

@@ -67,12 +67,10 @@ class ObjectStore:
         """Key -> size of every object at `uri` or under it (`uri/...`)."""
         bucket, key = split_uri(uri)
         found = {}
-        for prefix in (key, key + "/"):
-            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-            for page in pages:
-                for item in page.get("Contents", []):
-                    if item["Key"] == key or item["Key"].startswith(key + "/"):
-                        found[item["Key"]] = item["Size"]
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key):
+            for item in page.get("Contents", []):
+                if item["Key"] == key or item["Key"].startswith(key + "/") or not key:  # not `key2/...`
+                    found[item["Key"]] = item["Size"]
         return found
 
     def download(self, uri: str, local: str) -> int:

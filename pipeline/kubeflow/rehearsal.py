@@ -197,7 +197,7 @@ class _Run:
         pod = self.workdir / "pods" / name
         declared = {key: type_title(output["artifactType"])
                     for key, output in component.get("outputDefinitions", {}).get("artifacts", {}).items()}
-        output_root = driver.output_uri(self.pipeline_root, self.spec["pipelineInfo"]["name"], RUN_ID, name, "").rstrip("/")
+        output_root = driver.task_uri(self.pipeline_root, self.spec["pipelineInfo"]["name"], RUN_ID, name)
         output_file = str(pod / driver.POD_OUTPUT_FILE.lstrip("/"))
         executor_input = driver.executor_input(self.version, inputs, parameters, declared, output_root, output_file)
         for key, artifact in inputs.items():  # the launcher, before the step
