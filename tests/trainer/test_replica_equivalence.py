@@ -89,3 +89,58 @@ def test_two_worker_processes_match_one_replica(tmp_path, data_dirs):
     assert chief["replicas"] == 2
     assert_same_weights(chief, other)
     assert_same_weights(chief, one)
+
+
+def test_worker_processes_the_trainer_step_starts_match_one_replica(tmp_path, write_config):
+    """The Trainer step's own cluster (dtfx.components.trainer.local_cluster) against one replica in one process,
+    on the same Transform output, global batch and data order: the kept model's weights are the same."""
+    import tensorflow as tf
+
+    from dtfx.components.trainer import local_cluster
+    from dtfx.components.trainer.job import TrainingJob
+    from dtfx.pipeline.builder import trainer_options
+    from dtfx.pipeline.loader import load_config
+    from tests.conftest import run_dtfx
+
+    common = {"trainer__input__shuffle_buffer": 0, "trainer__steps_per_execution": 1, "trainer__train_steps": 20}
+    config_path = write_config(**common)
+    prepared = run_dtfx("run", str(config_path), "--until", "transform")
+    assert prepared.returncode == 0, prepared.stdout + prepared.stderr
+    transform = tmp_path / "outputs" / "penguins" / "artifacts" / "transform"
+    (examples,) = (transform / "transformed_examples").iterdir()
+    (graph,) = (transform / "transform_graph").iterdir()
+
+    def job(name: str, distribution: dict) -> TrainingJob:
+        config = load_config(str(write_config(name=f"{name}.yaml", trainer__distribution=distribution, **common)))
+        return TrainingJob(
+            train_files=[str(examples / "Split-train" / "*")], eval_files=[str(examples / "Split-eval" / "*")],
+            transform_output=str(graph), serving_model_dir=str(tmp_path / name / "serving"),
+            model_run_dir=str(tmp_path / name / "model_run"), train_steps=20, eval_steps=2,
+            custom_config=trainer_options(config).to_dict(),
+        )
+
+    two = job("two_workers", {"strategy": "multi_worker_mirrored", "workers": 2})
+    local_cluster.train(two, 2)
+    one = job("one_replica", {"strategy": "one_device"})
+    (tmp_path / "one.json").write_text(one.to_json())
+    single = subprocess.run([sys.executable, "-m", local_cluster.WORKER_MODULE, str(tmp_path / "one.json")],
+                            capture_output=True, text=True, timeout=600,
+                            env={key: value for key, value in os.environ.items() if key != "TF_CONFIG"})
+    assert single.returncode == 0, single.stdout[-3000:] + single.stderr[-3000:]
+
+    def weights(serving_dir: str) -> dict[str, np.ndarray]:
+        reader = tf.train.load_checkpoint(os.path.join(serving_dir, "variables", "variables"))
+        return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+                if "optimizer" not in name.lower() and name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+
+    from dtfx.components.trainer.stats import TrainStats
+
+    cluster, single_stats = TrainStats.read(two.model_run_dir), TrainStats.read(one.model_run_dir)
+    assert (cluster.processes, cluster.replicas, single_stats.replicas) == (2, 2, 1)
+    assert cluster.global_batch_size == single_stats.global_batch_size
+    kept, reference = weights(two.serving_model_dir), weights(one.serving_model_dir)
+    assert kept.keys() == reference.keys() and len(kept) >= 4
+    for name in kept:
+        np.testing.assert_allclose(kept[name], reference[name], rtol=TOLERANCE, atol=TOLERANCE, err_msg=name)
+    assert sorted(path.name for path in (tmp_path / "two_workers" / "model_run" / "logs").glob("worker-*.log")) == [
+        "worker-0.log", "worker-1.log"]
