@@ -108,6 +108,16 @@ class ValidationSection(Section):
     )
 
 
+class VariableShardingSection(Section):
+    min_shard_bytes: PositiveInt = Field(
+        256 << 10, description="A variable is split only into shards of at least this many bytes (TensorFlow's "
+        "MinSizePartitioner): small variables stay whole."
+    )
+    max_shards: PositiveInt = Field(
+        2, le=16, description="At most this many shards per variable, placed on the parameter servers in turn."
+    )
+
+
 class DistributionSection(Section):
     strategy: Literal[STRATEGIES.names()] = Field(
         "mirrored",
@@ -122,8 +132,20 @@ class DistributionSection(Section):
     workers: PositiveInt = Field(
         1,
         le=64,
-        description="Worker processes of multi_worker_mirrored: the Trainer step starts them on this machine (127.0.0.1, "
-        "a TF_CONFIG each) and waits for them; 1 trains in the step's own process.",
+        description="Worker processes of multi_worker_mirrored and parameter_server: the Trainer step starts them on "
+        "this machine (127.0.0.1, a TF_CONFIG each) and waits for them; 1 with multi_worker_mirrored trains in the "
+        "step's own process.",
+    )
+    parameter_servers: PositiveInt = Field(
+        1,
+        le=16,
+        description="parameter_server only: processes that hold the variables; workers send them gradients and read "
+        "the updated variables back, each at its own pace.",
+    )
+    variable_sharding: VariableShardingSection | None = Field(
+        None,
+        description="parameter_server only: split large variables (embeddings) across the parameter servers; "
+        "null keeps every variable whole on one server.",
     )
     cross_device_ops: Literal["nccl", "hierarchical_copy", "reduction_to_one_device"] | None = Field(
         None,
@@ -143,6 +165,10 @@ class DistributionSection(Section):
         if ignored:
             reads = f"reads only {', '.join(read)}" if read else "reads none of them"
             raise ValueError(f"strategy {self.strategy} ignores {', '.join(ignored)} ({self.strategy} {reads})")
+        sharding = self.variable_sharding
+        if sharding and sharding.max_shards > self.parameter_servers:
+            raise ValueError(f"variable_sharding.max_shards {sharding.max_shards} is more than parameter_servers "
+                             f"{self.parameter_servers}: one server would hold two shards of a variable")
         return self
 
     def settings(self) -> dict[str, Any]:
@@ -187,7 +213,8 @@ class TrainerSection(Section):
         if reads_devices and isinstance(devices, int) and self.batch_size % devices:
             raise ValueError(f"batch_size {self.batch_size} is not a multiple of distribution.devices {devices}")
         workers = self.distribution.workers
-        if self.batch_size % workers:
+        # Asynchronous parameter-server workers each take a whole global batch per step.
+        if STRATEGIES.get(self.distribution.strategy).synchronous and self.batch_size % workers:
             raise ValueError(f"batch_size {self.batch_size} is not a multiple of distribution.workers {workers}: "
                              "each worker's replica takes an equal share of the global batch")
         return self

@@ -68,11 +68,14 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
         print(f"beam: {summary.beam.runner} ({' '.join(summary.beam.options)})")
     trainer = summary.trainer
     if trainer:
-        processes = f" in {trainer.processes} worker processes" if trainer.processes > 1 else ""
-        print(
-            f"trainer: {trainer.replicas} replica(s){processes} ({trainer.strategy}), "
-            f"{trainer.examples_per_second:.0f} examples/s, {trainer.train_steps} steps"
-        )
+        if trainer.parameter_servers:
+            where = f"{trainer.processes} worker(s), {trainer.parameter_servers} parameter server(s)"
+        else:
+            processes = f" in {trainer.processes} worker processes" if trainer.processes > 1 else ""
+            where = f"{trainer.replicas} replica(s){processes}"
+        print(f"trainer: {where} ({trainer.strategy}), {trainer.examples_per_second:.0f} examples/s, {trainer.train_steps} steps")
+        for name, servers in trainer.sharded_variables().items():
+            print(f"  {name}: {len(servers)} shards on {', '.join(servers)}")
     evaluator = summary.evaluator
     if evaluator:
         console.print(_metrics_table(evaluator, summary.config.get("evaluator", {}).get("thresholds", {})))

@@ -52,6 +52,8 @@ def test_pipeline_settings_come_from_config():
         "strategy": "mirrored",
         "devices": 2,
         "workers": 1,
+        "parameter_servers": 1,
+        "variable_sharding": None,
         "cross_device_ops": None,
     }
 

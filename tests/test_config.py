@@ -387,3 +387,18 @@ def test_worker_processes_belong_to_multi_worker_mirrored_and_share_the_batch(wr
     assert any("batch_size 63 is not a multiple of distribution.workers 2" in p for p in odd), odd
     config = load_config(str(write_config(trainer__distribution={"strategy": "multi_worker_mirrored", "workers": 2})))
     assert config.trainer.distribution.settings()["workers"] == 2
+
+
+def test_parameter_server_keys_belong_to_parameter_server_and_shards_fit_the_servers(write_config):
+    sharding = {"min_shard_bytes": 1024, "max_shards": 2}
+    mirrored = problems_of(write_config(trainer__distribution={"strategy": "multi_worker_mirrored", "workers": 2,
+                                                                "variable_sharding": sharding}))
+    assert any("strategy multi_worker_mirrored ignores variable_sharding" in p for p in mirrored), mirrored
+    too_many = problems_of(write_config(trainer__distribution={"strategy": "parameter_server", "parameter_servers": 1,
+                                                                "variable_sharding": sharding}))
+    assert any(p.startswith("trainer.distribution") and "variable_sharding.max_shards 2 is more than parameter_servers 1"
+               in p for p in too_many), too_many
+    # Asynchronous workers each take a whole global batch: no divisibility rule.
+    config = load_config(str(write_config(trainer__batch_size=63, trainer__distribution={
+        "strategy": "parameter_server", "workers": 2, "parameter_servers": 2, "variable_sharding": sharding})))
+    assert config.trainer.distribution.settings()["variable_sharding"] == sharding

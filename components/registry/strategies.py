@@ -4,8 +4,11 @@
 one set to a non-default value, because it would be silently ignored. `local_replicas` means that
 `devices: N` on a machine without GPUs asks for N logical CPU devices, which TensorFlow must
 create before its runtime starts, so the runner prepares them before the first component runs.
-`processes` says who starts the processes the strategy trains in: `one` (the Trainer step's own
-process) or `workers` (one process per worker, each given TF_CONFIG by whatever launches them).
+`processes` says which processes the strategy trains in: `one` (the Trainer step's own process),
+`workers` (one process per worker, each given TF_CONFIG by whatever launches them) or
+`workers_and_servers` (a coordinator, workers and parameter servers, each given TF_CONFIG).
+`synchronous` says whether every step is one global batch split across all replicas (gradients
+all-reduced), or each worker's own batch applied on its own (parameter servers).
 `resumable` says whether Keras' BackupAndRestore supports the strategy, so that a training killed
 half-way resumes from its last epoch on a rerun (tf_keras 2.16 refuses OneDeviceStrategy).
 """
@@ -24,8 +27,9 @@ class Strategy:
     factory: str  # dotted path of make(settings: dict) -> tf.distribute.Strategy
     keys: tuple[str, ...]
     local_replicas: bool
-    processes: Literal["one", "workers"]
+    processes: Literal["one", "workers", "workers_and_servers"]
     resumable: bool
+    synchronous: bool
     description: str
 
     def make(self, settings: dict[str, Any]):
@@ -47,6 +51,7 @@ STRATEGIES.register(
         local_replicas=True,
         processes="one",
         resumable=True,
+        synchronous=True,
         description="Synchronous data parallelism over this machine's devices: each replica takes a share of the "
         "global batch and gradients are all-reduced every step.",
     )
@@ -59,6 +64,7 @@ STRATEGIES.register(
         local_replicas=False,
         processes="workers",
         resumable=True,
+        synchronous=True,
         description="`mirrored` across worker processes, gradients all-reduced between them every step: the Trainer "
         "step starts `workers` processes on this machine, or joins the cluster that TF_CONFIG describes.",
     )
@@ -71,6 +77,7 @@ STRATEGIES.register(
         local_replicas=False,
         processes="one",
         resumable=False,
+        synchronous=True,
         description="One replica on the first GPU, else the CPU (a rerun after a failure trains from the start).",
     )
 )
@@ -82,6 +89,22 @@ STRATEGIES.register(
         local_replicas=False,
         processes="one",
         resumable=True,
+        synchronous=True,
         description="TensorFlow's default strategy: no distribution at all.",
+    )
+)
+STRATEGIES.register(
+    Strategy(
+        "parameter_server",
+        "dtfx.components.trainer.devices.parameter_server",
+        ("workers", "parameter_servers", "variable_sharding"),
+        local_replicas=False,
+        processes="workers_and_servers",
+        resumable=True,
+        synchronous=False,
+        description="Parameter servers hold the variables (large ones sharded across them, see variable_sharding); "
+        "`workers` processes each train on their own batches and push gradients to the servers asynchronously, "
+        "driven by a coordinator: the Trainer step starts all of them on this machine, or joins the cluster that "
+        "TF_CONFIG describes.",
     )
 )

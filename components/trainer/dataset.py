@@ -19,12 +19,14 @@ def make_dataset(
     seed: int = 0,
     repeat: bool = True,
     num_workers: int = 1,
+    shuffle_files: bool = False,
 ) -> tf.data.Dataset:
     """Batches of `(features, label, weight)` of the global batch size; weight 0 where the label was missing.
 
     Files are read in parallel, and records are batched before parsing so that parsing is one
     vectorised op per batch. With several workers, each reads its own files when there are at
     least as many files as workers, else every worker reads all and keeps its share of records.
+    `shuffle_files` reads the files in an order drawn from `seed` too.
     """
     files = (
         tf.io.gfile.glob(file_patterns)
@@ -33,7 +35,10 @@ def make_dataset(
     )
     if not files:
         raise FileNotFoundError(f"no training files match {file_patterns}")
-    records = tf.data.Dataset.from_tensor_slices(files).interleave(
+    paths = tf.data.Dataset.from_tensor_slices(files)
+    if shuffle_files:
+        paths = paths.shuffle(len(files), seed=seed)
+    records = paths.interleave(
         lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP"),
         cycle_length=min(len(files), 8),
         num_parallel_calls=AUTOTUNE,
@@ -67,3 +72,4 @@ def _split_label(features: dict[str, tf.Tensor], label_key: str, task: str):
         weight = tf.cast(present, tf.float32)
         label = tf.where(present, label, tf.zeros_like(label))
     return features, label, weight
+

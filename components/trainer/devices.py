@@ -43,10 +43,50 @@ def make_strategy(settings: dict[str, Any]) -> tf.distribute.Strategy:
 
 
 def worker_count(strategy: tf.distribute.Strategy) -> int:
-    """How many worker processes train together under `strategy` (1 but for multi-worker strategies)."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    cluster = resolver.cluster_spec().as_dict() if resolver else {}
+    """How many worker processes train together under `strategy` (1 but for multi-process strategies).
+
+    A parameter-server cluster's chief only coordinates: its workers are the ones that train.
+    """
+    cluster = cluster_of(strategy)
+    if "ps" in cluster:
+        return len(cluster.get("worker", ()))
     return max(1, len(cluster.get("worker", ())) + len(cluster.get("chief", ())))
+
+
+def parameter_server_count(strategy: tf.distribute.Strategy) -> int:
+    """How many parameter servers hold the variables under `strategy` (0 without any)."""
+    return len(cluster_of(strategy).get("ps", ()))
+
+
+def cluster_of(strategy: tf.distribute.Strategy) -> dict[str, list[str]]:
+    """The cluster `strategy` trains in, {"worker": [address, ...], ...}; {} for one process."""
+    resolver = strategy.cluster_resolver
+    if resolver is None and coordinated(strategy):
+        # ParameterServerStrategy does not expose its resolver; parameter_server() made it from TF_CONFIG.
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    return resolver.cluster_spec().as_dict() if resolver else {}
+
+
+def coordinated(strategy: tf.distribute.Strategy) -> bool:
+    """Whether a coordinator drives remote workers (parameter servers): Keras callbacks then see remote values."""
+    return isinstance(strategy, tf.distribute.ParameterServerStrategy)
+
+
+def variable_servers(variables: list[tf.Variable]) -> dict[str, list[str]]:
+    """Each variable (by name) and the parameter server of each of its shards, in shard order: {"dense/kernel": ["ps 0"]}.
+
+    Keras lists a sharded variable as its shards, named `<variable>/part_<i>`; a variable that is
+    not on a parameter server is left out.
+    """
+    servers: dict[str, list[str]] = {}
+    for variable in variables:
+        device = tf.DeviceSpec.from_string(variable.device or "")
+        if device.job != "ps":
+            continue
+        name = variable.name.split(":")[0]
+        whole, _, part = name.rpartition("/part_")
+        servers.setdefault(whole if part.isdigit() else name, []).append(f"ps {device.task}")
+    return servers
 
 
 # --- the factories that dtfx.components.registry.strategies names ------------------------------
@@ -71,6 +111,20 @@ def mirrored(settings: dict[str, Any]) -> tf.distribute.MirroredStrategy:
 def multi_worker_mirrored(settings: dict[str, Any]) -> tf.distribute.MultiWorkerMirroredStrategy:
     """Mirrored across the workers of TF_CONFIG (one worker without it)."""
     return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def parameter_server(settings: dict[str, Any]) -> tf.distribute.ParameterServerStrategy:
+    """Variables on the parameter servers of TF_CONFIG, split per `variable_sharding`; this process coordinates."""
+    sharding = settings.get("variable_sharding")
+    partitioner = (
+        tf.distribute.experimental.partitioners.MinSizePartitioner(
+            min_shard_bytes=sharding["min_shard_bytes"], max_shards=sharding["max_shards"]
+        )
+        if sharding
+        else None
+    )
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    return tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
 
 
 def one_device(settings: dict[str, Any]) -> tf.distribute.OneDeviceStrategy:

@@ -1,16 +1,22 @@
-"""Multi-worker training on this machine: the Trainer step starts the workers and waits for them.
+"""Multi-process training on this machine: the Trainer step starts the cluster's processes and waits for them.
 
-With `multi_worker_mirrored` and `workers: N`, the Trainer step does not train itself: it starts
-N processes of `python -m dtfx.components.trainer.worker`, the same entrypoint a cluster would
-run, each with a TF_CONFIG naming all N on 127.0.0.1 (free ports) and its own index; worker 0
-is the chief. Every worker trains and saves, since saving a distributed model is collective;
-only the chief's files are kept, the others write to temporary directories that are removed
-(the Keras multi-worker rule). Each worker's log is `<model run>/logs/worker-<i>.log`, beside
-`job.json`, what every worker was given.
+With `multi_worker_mirrored` and `workers: N`, or with `parameter_server`, the Trainer step does
+not train itself: it starts processes of `python -m dtfx.components.trainer.worker`, the same
+entrypoint a cluster would run, each with a TF_CONFIG naming all of them on 127.0.0.1 (free
+ports) and its own role and index.
+
+- multi_worker_mirrored: N workers; worker 0 is the chief. Every worker trains and saves, since
+  saving a distributed model is collective; only the chief's files are kept, the others write
+  to temporary directories that are removed (the Keras multi-worker rule).
+- parameter_server: a chief that coordinates (it runs `fit` and saves the model), N worker
+  servers that run the steps it sends, M parameter servers that hold the variables. The servers
+  never end by themselves: they are stopped when the chief has finished.
+
+Each process's log is `<model run>/logs/<role>-<i>.log`, beside `job.json`, what every process was given.
 
 No orphans: the workers die with the step (PR_SET_PDEATHSIG) and are stopped by process group
-when the step ends, however it ends; when one worker fails, the others are stopped at once and
-the step fails naming that worker, with the tail of its log.
+when the step ends, however it ends; when one process fails, the others are stopped at once and
+the step fails naming that process, with the tail of its log.
 
 TensorFlow's gRPC servers bind every interface, not only 127.0.0.1 (its server has no bind
 address setting); the workers address each other through 127.0.0.1 only.
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -42,40 +49,79 @@ POLL_SECONDS = 0.2
 TAIL_LINES = 25
 
 
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One process of the cluster: its TF_CONFIG role, its index in that role, and whether it ends by itself."""
+
+    role: str  # chief | worker | ps
+    index: int
+    finishes: bool  # trains and exits; False for a server, which runs until it is stopped
+
+    @property
+    def name(self) -> str:
+        """As the logs and errors name it: `worker 1`, `ps 0`, `chief`."""
+        return "chief" if self.role == "chief" else f"{self.role} {self.index}"
+
+    @property
+    def log_name(self) -> str:
+        return f"{self.role}-{self.index}.log"
+
+
 def wanted(distribution: dict[str, Any]) -> bool:
-    """Whether this step must start the workers itself: a multi-process strategy, several workers, no cluster given."""
+    """Whether this step must start the cluster itself: a multi-process strategy, several processes, no cluster given."""
     entry = STRATEGIES.get(distribution["strategy"])
-    return entry.processes == "workers" and distribution.get("workers", 1) > 1 and "TF_CONFIG" not in os.environ
+    if "TF_CONFIG" in os.environ:
+        return False
+    return entry.processes == "workers_and_servers" or (entry.processes == "workers" and distribution.get("workers", 1) > 1)
 
 
-def tf_configs(ports: list[int]) -> list[dict]:
-    """The TF_CONFIG of each worker of a cluster on 127.0.0.1 at `ports` (worker 0 is the chief)."""
-    cluster = {"worker": [f"{LOOPBACK}:{port}" for port in ports]}
-    return [{"cluster": cluster, "task": {"type": "worker", "index": index}} for index in range(len(ports))]
+def tasks(distribution: dict[str, Any]) -> list[Task]:
+    """The processes of the strategy's cluster: N training workers (worker 0 the chief), or with parameter servers
+    a coordinating chief, N worker servers and M parameter servers."""
+    workers = distribution.get("workers", 1)
+    if STRATEGIES.get(distribution["strategy"]).processes == "workers":
+        return [Task("worker", index, finishes=True) for index in range(workers)]
+    servers = distribution.get("parameter_servers", 1)
+    return [
+        Task("chief", 0, finishes=True),
+        *(Task("worker", index, finishes=False) for index in range(workers)),
+        *(Task("ps", index, finishes=False) for index in range(servers)),
+    ]
 
 
-def train(job: TrainingJob, workers: int) -> None:
-    """Runs the training in `workers` processes on this machine; raises TrainingError naming a worker that failed."""
+def tf_configs(cluster_tasks: list[Task], ports: list[int]) -> list[dict]:
+    """The TF_CONFIG of each task of a cluster on 127.0.0.1, task i listening on `ports[i]`."""
+    cluster: dict[str, list[str]] = {}
+    for task, port in zip(cluster_tasks, ports, strict=True):
+        cluster.setdefault(task.role, []).append(f"{LOOPBACK}:{port}")
+    return [{"cluster": cluster, "task": {"type": task.role, "index": task.index}} for task in cluster_tasks]
+
+
+def train(job: TrainingJob, distribution: dict[str, Any]) -> None:
+    """Runs the training in the strategy's processes on this machine; raises TrainingError naming a process that failed."""
+    cluster_tasks = tasks(distribution)
     with _local_logs_dir(os.path.join(job.model_run_dir, LOGS_DIR)) as logs_dir:
-        # Beside the logs: what each worker was given, to start one again by hand when debugging.
+        # Beside the logs: what each process was given, to start one again by hand when debugging.
         job_path = os.path.join(logs_dir, "job.json")
         with open(job_path, "w", encoding="utf-8") as handle:
             handle.write(job.to_json())
-        configs = tf_configs([free_port() for _ in range(workers)])
+        configs = tf_configs(cluster_tasks, [free_port() for _ in cluster_tasks])
         processes: list[subprocess.Popen] = []
         try:
-            for index, config in enumerate(configs):
-                processes.append(_start(index, config, job_path, os.path.join(logs_dir, f"worker-{index}.log")))
-            failed = _wait(processes)
+            for task, config in zip(cluster_tasks, configs, strict=True):
+                processes.append(_start(config, job_path, os.path.join(logs_dir, task.log_name)))
+            failed = _wait(cluster_tasks, processes)
         finally:
             _stop(processes)
         if failed is not None:
-            index, code = failed
+            task, process = cluster_tasks[failed], processes[failed]
+            code = process.returncode
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            of = f" of {distribution['workers']}" if task.role == "worker" else ""
             raise TrainingError(
-                f"worker {index} of {workers} (process {processes[index].pid}) {how}; the other workers were stopped "
-                f"and nothing was saved. Its log: {os.path.join(job.model_run_dir, LOGS_DIR, f'worker-{index}.log')}\n"
-                f"Last lines of it:\n{_tail(os.path.join(logs_dir, f'worker-{index}.log'))}"
+                f"{task.name}{of} (process {process.pid}) {how}; the other processes were stopped "
+                f"and nothing was saved. Its log: {os.path.join(job.model_run_dir, LOGS_DIR, task.log_name)}\n"
+                f"Last lines of it:\n{_tail(os.path.join(logs_dir, task.log_name))}"
             )
 
 
@@ -121,19 +167,20 @@ def outputs_of_this_worker(job: TrainingJob, strategy) -> Iterator[TrainingJob]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def files_per_worker(patterns: list[str], workers: int) -> list[list[str]]:
+def files_per_worker(patterns: list[str], workers: int, own_share: bool = True) -> list[list[str]]:
     """The training files each worker reads (their names): its own share when there are enough files
-    (tf.data's FILE auto-sharding), else all of them, keeping every `workers`-th batch (DATA)."""
+    (tf.data's FILE auto-sharding), else all of them, keeping every `workers`-th batch (DATA).
+    Without `own_share` (parameter-server workers) every worker reads all of them."""
     import tensorflow as tf
 
     files = sorted(path for pattern in patterns for path in tf.io.gfile.glob(pattern))
     names = [os.path.basename(path) for path in files]
-    if len(files) >= workers:
+    if own_share and len(files) >= workers:
         return [names[index::workers] for index in range(workers)]
     return [names for _ in range(workers)]
 
 
-def _start(index: int, config: dict, job_path: str, log_path: str) -> subprocess.Popen:
+def _start(config: dict, job_path: str, log_path: str) -> subprocess.Popen:
     env = dict(os.environ, TF_CONFIG=json.dumps(config), PYTHONUNBUFFERED="1")
     with open(log_path, "w") as log:
         return subprocess.Popen(
@@ -142,14 +189,17 @@ def _start(index: int, config: dict, job_path: str, log_path: str) -> subprocess
         )
 
 
-def _wait(processes: list[subprocess.Popen]) -> tuple[int, int] | None:
-    """Waits until every worker has ended well, or one has failed: then (its index, its exit code)."""
+def _wait(cluster_tasks: list[Task], processes: list[subprocess.Popen]) -> int | None:
+    """Waits until every process that finishes has ended well (None), or one process has failed: then its index.
+
+    A server that ends at all, before the training has, has failed.
+    """
     while True:
         codes = [process.poll() for process in processes]
-        for index, code in enumerate(codes):
-            if code not in (None, 0):
-                return index, code
-        if all(code == 0 for code in codes):
+        for index, (task, code) in enumerate(zip(cluster_tasks, codes, strict=True)):
+            if code is not None and (code != 0 or not task.finishes):
+                return index
+        if all(code == 0 for task, code in zip(cluster_tasks, codes, strict=True) if task.finishes):
             return None
         time.sleep(POLL_SECONDS)
 

@@ -39,13 +39,14 @@ MAX_EPOCHS = 10
 def run_fn(fn_args) -> None:
     """Trains the configured model and saves it with serving signatures for raw tf.Examples.
 
-    With `multi_worker_mirrored` and `workers` > 1 outside a cluster (no TF_CONFIG), the step
-    starts the worker processes on this machine and waits for them (dtfx.components.trainer.local_cluster).
+    With `multi_worker_mirrored` and `workers` > 1, or `parameter_server`, outside a cluster (no
+    TF_CONFIG), the step starts the cluster's processes on this machine and waits for them
+    (dtfx.components.trainer.local_cluster).
     """
     job = TrainingJob.from_fn_args(fn_args)
     options = TrainerOptions.from_dict(job.custom_config)
     if local_cluster.wanted(options.distribution):
-        local_cluster.train(job, options.distribution["workers"])
+        local_cluster.train(job, options.distribution)
     else:
         train(job, options)
 
@@ -82,17 +83,26 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
 
     batch_size = options.batch_size
     workers = devices.worker_count(strategy)
-    train_data = dataset.make_dataset(
-        fn_args.train_files,
-        feature_spec,
-        label_key,
-        task,
-        batch_size,
-        shuffle_buffer=options.input.shuffle_buffer,
-        cache=options.input.cache,
-        seed=options.seed,
-        num_workers=workers,
-    )
+    coordinated = devices.coordinated(strategy)
+
+    def train_dataset(seed) -> tf.data.Dataset:
+        return dataset.make_dataset(
+            fn_args.train_files,
+            feature_spec,
+            label_key,
+            task,
+            batch_size,
+            shuffle_buffer=options.input.shuffle_buffer,
+            cache=options.input.cache,
+            seed=seed,
+            num_workers=workers,
+            shuffle_files=coordinated,
+        )
+
+    if coordinated:
+        train_data = keras.utils.experimental.DatasetCreator(per_worker_dataset_fn(train_dataset))
+    else:
+        train_data = train_dataset(options.seed)
     eval_data = dataset.make_dataset(fn_args.eval_files, feature_spec, label_key, task, batch_size, num_workers=workers)
 
     with strategy.scope():
@@ -101,9 +111,9 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
 
     steps = fn_args.train_steps
     epochs = max(e for e in range(1, MAX_EPOCHS + 1) if steps % e == 0)
-    throughput = Throughput(batch_size, strategy.num_replicas_in_sync, fn_args.model_run_dir)
+    throughput = Throughput(batch_size, strategy.num_replicas_in_sync, fn_args.model_run_dir, coordinated)
     callbacks = [
-        *training_callbacks(options.distribution["strategy"], backup),
+        *training_callbacks(options.distribution["strategy"], backup, coordinated),
         keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq=options.steps_per_execution),
         throughput,
     ]
@@ -146,14 +156,37 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
         examples_per_second=round(throughput.examples_per_second() or steps * batch_size / seconds, 1),
         parameters=int(network.count_params()),
         processes=workers,
-        worker_files=local_cluster.files_per_worker(fn_args.train_files, workers),
+        worker_files=local_cluster.files_per_worker(fn_args.train_files, workers, own_share=not coordinated),
+        parameter_servers=devices.parameter_server_count(strategy),
+        variable_servers=devices.variable_servers(network.variables),
         history={key: [float(v) for v in values] for key, values in history.items()},
     ).write(fn_args.model_run_dir)
 
 
-def training_callbacks(strategy_name: str, backup: str) -> list[keras.callbacks.Callback]:
-    """Stop at a NaN loss, and, where the strategy allows, checkpoint every epoch so that a rerun resumes."""
-    callbacks: list[keras.callbacks.Callback] = [keras.callbacks.TerminateOnNaN()]
+def per_worker_dataset_fn(make):
+    """The dataset function a coordinator sends to every worker: all the files, in an order of the worker's own.
+
+    The coordinator traces the function once and each worker runs it, so there is no worker index
+    to shard by; and dtfx fixes the global seed, which would give every worker the same order.
+    Without a seed in the function's own graph, each worker's shuffles draw their seeds when it
+    creates its dataset. (Training with parameter servers is not reproducible anyway.)
+    """
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        if not tf.executing_eagerly():  # only the traced function's graph: the process keeps its seed
+            tf.random.set_seed(None)
+        return make(None)
+
+    return dataset_fn
+
+
+def training_callbacks(strategy_name: str, backup: str, coordinated: bool = False) -> list[keras.callbacks.Callback]:
+    """Stop at a NaN loss, and, where the strategy allows, checkpoint every epoch so that a rerun resumes.
+
+    Under a coordinator (parameter servers) the losses of a step are remote values that
+    TerminateOnNaN cannot read: a NaN is found in the per-epoch history after `fit` instead.
+    """
+    callbacks: list[keras.callbacks.Callback] = [] if coordinated else [keras.callbacks.TerminateOnNaN()]
     if STRATEGIES.get(strategy_name).resumable:
         # Survives the failed execution: a rerun of the same training resumes from the last epoch.
         callbacks.append(keras.callbacks.BackupAndRestore(backup))

@@ -24,16 +24,27 @@ class TrainStats:
     examples_per_second: float  # training steps only
     parameters: int
     history: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # Keras metrics per epoch
-    processes: int = 1  # worker processes that trained together (multi_worker_mirrored)
+    processes: int = 1  # worker processes that trained together (multi_worker_mirrored, parameter_server)
     # The training files each worker read; one list per worker (all the same: every worker read every file).
     worker_files: list[list[str]] = dataclasses.field(default_factory=list)
+    parameter_servers: int = 0  # parameter_server: the processes that held the variables
+    # parameter_server: each variable and the server of each of its shards, {"dense/kernel": ["ps 0"]}.
+    variable_servers: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+    def sharded_variables(self) -> dict[str, list[str]]:
+        """The variables split across parameter servers, each with the server of each shard."""
+        return {name: servers for name, servers in self.variable_servers.items() if len(servers) > 1}
 
     def figures(self) -> dict[str, Any]:
-        """Every figure but the per-epoch history; with several workers, each worker's files in a line."""
-        figures = {key: value for key, value in dataclasses.asdict(self).items() if key not in ("history", "worker_files")}
+        """Every figure but the per-epoch history; with several workers, each worker's files in a line; with
+        parameter servers, where each variable lives."""
+        lists = ("history", "worker_files", "variable_servers")
+        figures = {key: value for key, value in dataclasses.asdict(self).items() if key not in lists}
         if self.processes > 1:
             for index, files in enumerate(self.worker_files):
                 figures[f"worker {index} reads"] = ", ".join(files)
+        for name, servers in self.variable_servers.items():
+            figures[f"variable {name} on"] = ", ".join(servers)
         return figures
 
     def write(self, model_run_dir: str) -> None:

@@ -15,8 +15,11 @@ class Throughput(keras.callbacks.Callback):
     between that step and `on_epoch_end`, and evaluation is not training throughput.
     """
 
-    def __init__(self, global_batch_size: int, replicas: int, log_dir: str):
+    def __init__(self, global_batch_size: int, replicas: int, log_dir: str, coordinated: bool = False):
         super().__init__()
+        # Under a coordinator (parameter servers) a batch's end is when it was scheduled, not run: the
+        # epoch's steps have all run when Keras has joined the workers, just before the validation.
+        self.coordinated = coordinated
         self._supports_tf_logs = True  # the logs stay tensors: no host sync at every step for this callback
         self.global_batch_size = global_batch_size
         self.replicas = replicas
@@ -30,6 +33,10 @@ class Throughput(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self._last_step = time.perf_counter()
+
+    def on_test_begin(self, logs=None):
+        if self.coordinated:
+            self._last_step = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = self._last_step - self._started

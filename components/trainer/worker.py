@@ -1,26 +1,47 @@
-"""The entrypoint of one training worker process: `python -m dtfx.components.trainer.worker JOB_JSON`.
+"""The entrypoint of one process of a training cluster: `python -m dtfx.components.trainer.worker JOB_JSON`.
 
-The Trainer step starts it once per worker on this machine (dtfx.components.trainer.local_cluster),
-with TF_CONFIG saying which worker it is; a cluster would start it the same way. The strategy is
-made first: a multi-worker strategy must exist before anything starts TensorFlow's runtime.
+The Trainer step starts it once per process on this machine (dtfx.components.trainer.local_cluster),
+with TF_CONFIG saying which process it is; a cluster would start it the same way. A process that
+trains makes the strategy first: a multi-worker strategy must exist before anything starts
+TensorFlow's runtime. Under `parameter_server`, workers and parameter servers only serve: the
+chief sends them the steps to run and the variables to hold.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
+from dtfx.components.registry.strategies import STRATEGIES
+
 
 def main(argv: list[str]) -> None:
-    """Trains as the worker that TF_CONFIG names, from the TrainingJob in the JSON file `argv[1]`."""
+    """Trains, or serves, as the process that TF_CONFIG names, from the TrainingJob in the JSON file `argv[1]`."""
     from dtfx.components.trainer import devices, run_fn
     from dtfx.components.trainer.job import TrainingJob
     from dtfx.components.trainer.options import TrainerOptions
 
     job = TrainingJob.from_json(Path(argv[1]).read_text(encoding="utf-8"))
     options = TrainerOptions.from_dict(job.custom_config)
+    role = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("type")
+    if STRATEGIES.get(options.distribution["strategy"]).processes == "workers_and_servers" and role in ("worker", "ps"):
+        serve()
+        return
     strategy = devices.make_strategy(options.distribution)
     run_fn.train(job, options, strategy)
+
+
+def serve() -> None:
+    """Runs this process's TensorFlow server (TF_CONFIG's task) until the process is stopped."""
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    server = tf.distribute.Server(
+        resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id, protocol="grpc", start=True
+    )
+    server.join()
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ COMMENTS = {
     "trainer.batch_size": "global batch, split across replicas",
     "trainer.learning_rate": "Adam, for the global batch",
     "trainer.seed": "weight initialisation and shuffling",
-    "trainer.distribution.strategy": "mirrored | multi_worker_mirrored | one_device | default",
+    "trainer.distribution.strategy": "mirrored | multi_worker_mirrored | parameter_server | one_device | default",
     "trainer.distribution.devices": "replicas: a number, or auto (every GPU, else the CPU)",
     "evaluator.thresholds": "the model is pushed only if every metric is within its bounds",
     "pusher.enabled": "push a blessed model to the serving directory",

@@ -24,8 +24,8 @@ pytestmark = pytest.mark.slow
 TWO_WORKERS = json.dumps({"strategy": "multi_worker_mirrored", "workers": 2})
 
 
-def worker_processes(marker: str) -> dict[int, int]:
-    """pid -> worker index of every running training worker whose command line holds `marker`."""
+def worker_processes(marker: str) -> dict[int, tuple[str, int]]:
+    """pid -> (role, index) of every running training-cluster process whose command line holds `marker`."""
     found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -39,7 +39,8 @@ def worker_processes(marker: str) -> dict[int, int]:
         if state == "Z":
             continue
         config = next(item for item in environ if item.startswith(b"TF_CONFIG="))
-        found[int(pid)] = json.loads(config.split(b"=", 1)[1])["task"]["index"]
+        task = json.loads(config.split(b"=", 1)[1])["task"]
+        found[int(pid)] = (task["type"], task["index"])
     return found
 
 
@@ -74,8 +75,8 @@ def test_a_worker_killed_mid_training_fails_the_step_naming_it(write_config, tmp
                 break
             time.sleep(0.5)
         workers = worker_processes(str(tmp_path))
-        assert sorted(workers.values()) == [0, 1], run.poll()
-        victim = next(pid for pid, index in workers.items() if index == 1)
+        assert sorted(workers.values()) == [("worker", 0), ("worker", 1)], run.poll()
+        victim = next(pid for pid, task in workers.items() if task == ("worker", 1))
         os.kill(victim, signal.SIGKILL)
         out, err = run.communicate(timeout=300)
     finally:
@@ -85,7 +86,7 @@ def test_a_worker_killed_mid_training_fails_the_step_naming_it(write_config, tmp
 
     assert run.returncode != 0, out
     assert f"error in stage train: worker 1 of 2 (process {victim}) was killed by signal 9" in out, out + err
-    assert "the other workers were stopped" in out and "Traceback" not in out + err
+    assert "the other processes were stopped" in out and "Traceback" not in out + err
     assert "logs/worker-1.log" in out, "the error points at the worker's log"
     assert not list((tmp_path / "outputs" / "penguins" / "serving").glob("*")), "nothing was pushed"
     deadline = time.monotonic() + 10

@@ -6,9 +6,26 @@ from dtfx.components.trainer import local_cluster
 
 
 def test_every_worker_gets_the_whole_cluster_on_loopback_and_its_own_index():
-    configs = local_cluster.tf_configs([41001, 41002])
+    tasks = local_cluster.tasks({"strategy": "multi_worker_mirrored", "workers": 2, "parameter_servers": 1})
+    configs = local_cluster.tf_configs(tasks, [41001, 41002])
     assert [config["task"] for config in configs] == [{"type": "worker", "index": 0}, {"type": "worker", "index": 1}]
     assert all(config["cluster"] == {"worker": ["127.0.0.1:41001", "127.0.0.1:41002"]} for config in configs)
+    assert all(task.finishes for task in tasks)
+
+
+def test_a_parameter_server_cluster_is_a_coordinator_worker_servers_and_parameter_servers():
+    tasks = local_cluster.tasks({"strategy": "parameter_server", "workers": 2, "parameter_servers": 2})
+    assert [task.name for task in tasks] == ["chief", "worker 0", "worker 1", "ps 0", "ps 1"]
+    # Only the coordinator ends by itself; a server that ends before it has failed.
+    assert [task.finishes for task in tasks] == [True, False, False, False, False]
+    configs = local_cluster.tf_configs(tasks, [41001, 41002, 41003, 41004, 41005])
+    assert configs[0]["cluster"] == {
+        "chief": ["127.0.0.1:41001"],
+        "worker": ["127.0.0.1:41002", "127.0.0.1:41003"],
+        "ps": ["127.0.0.1:41004", "127.0.0.1:41005"],
+    }
+    assert [config["task"] for config in configs][3] == {"type": "ps", "index": 0}
+    assert [task.log_name for task in tasks][4] == "ps-1.log"
 
 
 def test_each_worker_reads_its_own_files_when_there_are_enough(tmp_path):
@@ -18,13 +35,17 @@ def test_each_worker_reads_its_own_files_when_there_are_enough(tmp_path):
     assert local_cluster.files_per_worker(pattern, 2) == [["part-0.gz", "part-2.gz", "part-4.gz"], ["part-1.gz", "part-3.gz"]]
     # Fewer files than workers: every worker reads all of them and keeps its share of the batches.
     assert local_cluster.files_per_worker([str(tmp_path / "part-0*")], 2) == [["part-0.gz"], ["part-0.gz"]]
+    # Parameter-server workers all read every file.
+    assert local_cluster.files_per_worker([str(tmp_path / "part-[01]*")], 2, own_share=False) == [
+        ["part-0.gz", "part-1.gz"], ["part-0.gz", "part-1.gz"]]
 
 
-def test_only_multi_worker_mirrored_with_several_workers_and_no_cluster_starts_processes(monkeypatch):
+def test_only_multi_process_strategies_with_no_cluster_given_start_processes(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     assert local_cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 2})
     assert not local_cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 1})
     assert not local_cluster.wanted({"strategy": "mirrored", "workers": 1, "devices": 2})
+    assert local_cluster.wanted({"strategy": "parameter_server", "workers": 1}), "servers are processes of their own"
     monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}')
     assert not local_cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 2}), "a cluster's job trains as told"
 
