@@ -92,8 +92,8 @@ def test_two_worker_processes_match_one_replica(tmp_path, data_dirs):
 
 
 def test_worker_processes_the_trainer_step_starts_match_one_replica(tmp_path, write_config):
-    """The Trainer step's own cluster (dtfx.components.trainer.local_cluster) against one replica in one process,
-    on the same Transform output, global batch and data order: the kept model's weights are the same."""
+    """The Trainer step's own cluster (2 workers × 1 replica, dtfx.components.trainer.local_cluster) and 1 worker ×
+    2 replicas against one replica, on the same Transform output, global batch and data order: the same weights."""
     import tensorflow as tf
 
     from dtfx.components.trainer import local_cluster
@@ -120,13 +120,18 @@ def test_worker_processes_the_trainer_step_starts_match_one_replica(tmp_path, wr
         )
 
     two = job("two_workers", {"strategy": "multi_worker_mirrored", "workers": 2})
-    local_cluster.train(two, 2)
+    local_cluster.train(two, two.custom_config["distribution"])
     one = job("one_replica", {"strategy": "one_device"})
-    (tmp_path / "one.json").write_text(one.to_json())
-    single = subprocess.run([sys.executable, "-m", local_cluster.WORKER_MODULE, str(tmp_path / "one.json")],
-                            capture_output=True, text=True, timeout=600,
-                            env={key: value for key, value in os.environ.items() if key != "TF_CONFIG"})
-    assert single.returncode == 0, single.stdout[-3000:] + single.stderr[-3000:]
+    replicas = job("two_replicas", {"strategy": "mirrored", "devices": 2})
+    for name, alone in {"one_replica": one, "two_replicas": replicas}.items():
+        # In a process of its own, as in a Trainer step's fresh pod: logical devices are made before TensorFlow starts.
+        (tmp_path / f"{name}.json").write_text(alone.to_json())
+        single = subprocess.run(
+            [sys.executable, "-m", local_cluster.WORKER_MODULE, str(tmp_path / f"{name}.json")],
+            capture_output=True, text=True, timeout=600,
+            env={key: value for key, value in os.environ.items() if key != "TF_CONFIG"},
+        )
+        assert single.returncode == 0, single.stdout[-3000:] + single.stderr[-3000:]
 
     def weights(serving_dir: str) -> dict[str, np.ndarray]:
         reader = tf.train.load_checkpoint(os.path.join(serving_dir, "variables", "variables"))
@@ -135,12 +140,16 @@ def test_worker_processes_the_trainer_step_starts_match_one_replica(tmp_path, wr
 
     from dtfx.components.trainer.stats import TrainStats
 
-    cluster, single_stats = TrainStats.read(two.model_run_dir), TrainStats.read(one.model_run_dir)
-    assert (cluster.processes, cluster.replicas, single_stats.replicas) == (2, 2, 1)
-    assert cluster.global_batch_size == single_stats.global_batch_size
-    kept, reference = weights(two.serving_model_dir), weights(one.serving_model_dir)
-    assert kept.keys() == reference.keys() and len(kept) >= 4
-    for name in kept:
-        np.testing.assert_allclose(kept[name], reference[name], rtol=TOLERANCE, atol=TOLERANCE, err_msg=name)
+    stats = {name: TrainStats.read(str(tmp_path / name / "model_run")) for name in ("two_workers", "one_replica", "two_replicas")}
+    assert {name: (s.processes, s.replicas) for name, s in stats.items()} == {
+        "two_workers": (2, 2), "one_replica": (1, 1), "two_replicas": (1, 2)}
+    assert len({s.global_batch_size for s in stats.values()}) == 1
+    reference = weights(one.serving_model_dir)
+    assert len(reference) >= 4
+    for other in (two, replicas):
+        kept = weights(other.serving_model_dir)
+        assert kept.keys() == reference.keys()
+        for name in kept:
+            np.testing.assert_allclose(kept[name], reference[name], rtol=TOLERANCE, atol=TOLERANCE, err_msg=name)
     assert sorted(path.name for path in (tmp_path / "two_workers" / "model_run" / "logs").glob("worker-*.log")) == [
         "worker-0.log", "worker-1.log"]
