@@ -187,13 +187,23 @@ class DebugSection(Section):
     )
 
 
+class EvaluationSection(Section):
+    every_steps: PositiveInt | None = Field(
+        None,
+        description="Evaluate `eval_steps` batches of the eval split every this many training steps (a divisor of "
+        "train_steps); the curve goes to TensorBoard and the report. null: at up to 10 evenly spaced points.",
+    )
+
+
 class TrainerSection(Section):
     model: ModelSection = Field(
         default_factory=MODEL_TYPES.get("dnn").options,
         description="The model: " + "; ".join(f"{entry.name}: {entry.description}" for entry in MODEL_TYPES),
     )
     train_steps: PositiveInt = Field(300, description="Optimizer steps.")
-    eval_steps: PositiveInt = Field(20, description="Batches of the eval split evaluated after training.")
+    eval_steps: PositiveInt = Field(
+        20, description="Batches of the eval split evaluated at each evaluation during training (see evaluation)."
+    )
     batch_size: PositiveInt = Field(64, description="Global batch size, split evenly across replicas.")
     learning_rate: FiniteFloat = Field(
         0.01, gt=0, description="Adam learning rate for the global batch (not scaled by replicas)."
@@ -204,6 +214,7 @@ class TrainerSection(Section):
     )
     distribution: DistributionSection = Field(default_factory=DistributionSection, description="Distribution strategy.")
     input: InputSection = Field(default_factory=InputSection, description="The input pipeline over the TFRecord shards.")
+    evaluation: EvaluationSection = Field(default_factory=EvaluationSection, description="Evaluation during training.")
     debug: DebugSection = Field(default_factory=DebugSection, description="Debugging switches.")
 
     @model_validator(mode="after")
@@ -217,6 +228,10 @@ class TrainerSection(Section):
         if STRATEGIES.get(self.distribution.strategy).synchronous and self.batch_size % workers:
             raise ValueError(f"batch_size {self.batch_size} is not a multiple of distribution.workers {workers}: "
                              "each worker's replica takes an equal share of the global batch")
+        every = self.evaluation.every_steps
+        if every and self.train_steps % every:
+            raise ValueError(f"evaluation.every_steps {every} does not divide train_steps {self.train_steps}: "
+                             "training runs in rounds of equal length, each ending with an evaluation")
         return self
 
 

@@ -402,3 +402,18 @@ def test_parameter_server_keys_belong_to_parameter_server_and_shards_fit_the_ser
     config = load_config(str(write_config(trainer__batch_size=63, trainer__distribution={
         "strategy": "parameter_server", "workers": 2, "parameter_servers": 2, "variable_sharding": sharding})))
     assert config.trainer.distribution.settings()["variable_sharding"] == sharding
+
+
+def test_evaluation_every_steps_divides_the_training(write_config):
+    uneven = problems_of(write_config(trainer__train_steps=300, trainer__evaluation={"every_steps": 70}))
+    assert any(p.startswith("trainer") and "evaluation.every_steps 70 does not divide train_steps 300" in p
+               for p in uneven), uneven
+    config = load_config(str(write_config(trainer__train_steps=300, trainer__evaluation={"every_steps": 50})))
+    assert config.trainer.evaluation.every_steps == 50
+
+
+def test_training_is_split_into_one_epoch_per_evaluation():
+    from dtfx.components.trainer.run_fn import epoch_count
+
+    assert epoch_count(300, 50) == 6
+    assert epoch_count(300, None) == 10 and epoch_count(7, None) == 7 and epoch_count(11, None) == 1

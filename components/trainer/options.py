@@ -27,3 +27,4 @@ class TrainerOptions(StepOptions):
     distribution: dict[str, Any]  # trainer.distribution; the strategy's registry entry reads it
     input: InputOptions
     check_numerics: bool
+    evaluate_every_steps: int | None  # trainer.evaluation.every_steps; None: up to MAX_EPOCHS evenly spaced

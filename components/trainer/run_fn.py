@@ -32,7 +32,8 @@ from dtfx.components.trainer.stats import TrainStats
 from dtfx.components.trainer.throughput import Throughput
 from dtfx.components.transform.preprocessing import LABEL_VOCABULARY
 
-# Curves and checkpoints need points: training is split into up to this many Keras epochs of equal length.
+# Curves and checkpoints need points: training is split into Keras epochs of equal length, each ending
+# with an evaluation; unless trainer.evaluation.every_steps says how long, into up to this many.
 MAX_EPOCHS = 10
 
 
@@ -110,7 +111,7 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
         compile_model(network, task, options.learning_rate, options.steps_per_execution)
 
     steps = fn_args.train_steps
-    epochs = max(e for e in range(1, MAX_EPOCHS + 1) if steps % e == 0)
+    epochs = epoch_count(steps, options.evaluate_every_steps)
     throughput = Throughput(batch_size, strategy.num_replicas_in_sync, fn_args.model_run_dir, coordinated)
     callbacks = [
         *training_callbacks(options.distribution["strategy"], backup, coordinated),
@@ -161,6 +162,13 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
         variable_servers=devices.variable_servers(network.variables),
         history={key: [float(v) for v in values] for key, values in history.items()},
     ).write(fn_args.model_run_dir)
+
+
+def epoch_count(steps: int, every_steps: int | None) -> int:
+    """How many Keras epochs `steps` training steps are split into: one per evaluation."""
+    if every_steps:
+        return steps // every_steps
+    return max(epochs for epochs in range(1, MAX_EPOCHS + 1) if steps % epochs == 0)
 
 
 def per_worker_dataset_fn(make):

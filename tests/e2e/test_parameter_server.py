@@ -9,6 +9,7 @@ Transform output, so the two are compared on the same data and steps.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import random
 import signal
@@ -56,7 +57,7 @@ def config_of(tmp_path_factory, tagged_penguins):
 
     root = tmp_path_factory.mktemp("parameter_server")
 
-    def write(name: str, distribution: dict, train_steps: int = 100) -> Path:
+    def write(name: str, distribution: dict, train_steps: int = 100, **keys) -> Path:
         config = default_config()
         for dotted, value in {
             "pipeline.output_root": str(root / "outputs"),
@@ -65,6 +66,7 @@ def config_of(tmp_path_factory, tagged_penguins):
             "trainer.train_steps": train_steps,
             "trainer.eval_steps": 2,
             "trainer.distribution": distribution,
+            **keys,
         }.items():
             config = set_key(config, dotted, value)
         path = root / f"{name}.yaml"
@@ -80,7 +82,7 @@ def config_of(tmp_path_factory, tagged_penguins):
 def test_parameter_servers_shard_the_embedding_train_as_well_as_mirrored_and_push_a_servable_model(config_of):
     mirrored = run_dtfx("run", str(config_of("mirrored", MIRRORED)))
     assert mirrored.returncode == 0, mirrored.stdout + mirrored.stderr
-    result = run_dtfx("run", str(config_of("ps", PARAMETER_SERVERS)))
+    result = run_dtfx("run", str(config_of("ps", PARAMETER_SERVERS, **{"trainer.evaluation": {"every_steps": 25}})))
     assert result.returncode == 0, result.stdout + result.stderr
 
     summary, reference = summary_of(result), summary_of(mirrored)
@@ -112,6 +114,9 @@ def test_parameter_servers_shard_the_embedding_train_as_well_as_mirrored_and_pus
     assert np.isfinite(outputs["scores"]).all()
 
     logs = Path(next(config_of.root.glob("outputs/penguins/artifacts/train/model_run/*/logs/chief-0.log"))).parent
+    # Evaluated during training every 25 of the 100 steps, through the coordinator.
+    history = json.loads((logs.parent / "train_stats.json").read_text())["history"]
+    assert len(history["val_accuracy"]) == 4 and len(history["loss"]) == 4
     assert sorted(path.name for path in logs.glob("*.log")) == [
         "chief-0.log", "ps-0.log", "ps-1.log", "worker-0.log", "worker-1.log"]
     assert worker_processes(str(config_of.root)) == {}, "the servers were stopped"
