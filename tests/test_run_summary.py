@@ -70,3 +70,18 @@ def test_train_stats_figures_leave_the_history_out(tmp_path):
     assert TrainStats.read(str(tmp_path)) == stats
     assert "history" not in stats.figures() and stats.figures()["parameters"] == 51
     assert TrainStats.read(str(tmp_path / "missing")) is None
+
+
+def test_train_stats_figures_show_the_cluster_and_where_each_variable_lives(tmp_path):
+    stats = TrainStats(
+        "parameter_server", 1, 64, 64, 100, 9.0, 800.0, 600, {}, processes=2,
+        worker_files=[["part-0.gz"], ["part-0.gz"]], parameter_servers=2, cluster={"chief": 1, "worker": 2, "ps": 2},
+        variable_servers={"embedding/embeddings": ["ps 0", "ps 1"], "dense/kernel": ["ps 1"]},
+    )
+    stats.write(str(tmp_path))
+    assert TrainStats.read(str(tmp_path)) == stats
+    figures = stats.figures()
+    assert figures["cluster"] == "chief × 1, worker × 2, ps × 2"
+    assert figures["variable embedding/embeddings on"] == "ps 0, ps 1" and figures["variable dense/kernel on"] == "ps 1"
+    assert figures["worker 1 reads"] == "part-0.gz"
+    assert stats.sharded_variables() == {"embedding/embeddings": ["ps 0", "ps 1"]}

@@ -53,11 +53,6 @@ def worker_count(strategy: tf.distribute.Strategy) -> int:
     return max(1, len(cluster.get("worker", ())) + len(cluster.get("chief", ())))
 
 
-def parameter_server_count(strategy: tf.distribute.Strategy) -> int:
-    """How many parameter servers hold the variables under `strategy` (0 without any)."""
-    return len(cluster_of(strategy).get("ps", ()))
-
-
 def cluster_of(strategy: tf.distribute.Strategy) -> dict[str, list[str]]:
     """The cluster `strategy` trains in, {"worker": [address, ...], ...}; {} for one process."""
     resolver = strategy.cluster_resolver

@@ -147,6 +147,7 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
 
     signatures = serving.make_signatures(network, tft_output, numeric + list(categorical), label, task, classes)
     tf.saved_model.save(network, fn_args.serving_model_dir, signatures=signatures)
+    cluster = {role: len(addresses) for role, addresses in devices.cluster_of(strategy).items()}
     TrainStats(
         strategy=options.distribution["strategy"],
         replicas=strategy.num_replicas_in_sync,
@@ -158,7 +159,8 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
         parameters=int(network.count_params()),
         processes=workers,
         worker_files=local_cluster.files_per_worker(fn_args.train_files, workers, own_share=not coordinated),
-        parameter_servers=devices.parameter_server_count(strategy),
+        parameter_servers=cluster.get("ps", 0),
+        cluster=cluster,
         variable_servers=devices.variable_servers(network.variables),
         history={key: [float(v) for v in values] for key, values in history.items()},
     ).write(fn_args.model_run_dir)

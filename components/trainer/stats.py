@@ -28,6 +28,8 @@ class TrainStats:
     # The training files each worker read; one list per worker (all the same: every worker read every file).
     worker_files: list[list[str]] = dataclasses.field(default_factory=list)
     parameter_servers: int = 0  # parameter_server: the processes that held the variables
+    # The processes of the cluster by TF_CONFIG role, {"chief": 1, "worker": 2, "ps": 2}; {} for one process.
+    cluster: dict[str, int] = dataclasses.field(default_factory=dict)
     # parameter_server: each variable and the server of each of its shards, {"dense/kernel": ["ps 0"]}.
     variable_servers: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
@@ -38,8 +40,10 @@ class TrainStats:
     def figures(self) -> dict[str, Any]:
         """Every figure but the per-epoch history; with several workers, each worker's files in a line; with
         parameter servers, where each variable lives."""
-        lists = ("history", "worker_files", "variable_servers")
+        lists = ("history", "worker_files", "variable_servers", "cluster")
         figures = {key: value for key, value in dataclasses.asdict(self).items() if key not in lists}
+        if self.cluster:
+            figures["cluster"] = ", ".join(f"{role} × {count}" for role, count in self.cluster.items())
         if self.processes > 1:
             for index, files in enumerate(self.worker_files):
                 figures[f"worker {index} reads"] = ", ".join(files)

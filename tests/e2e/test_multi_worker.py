@@ -51,7 +51,7 @@ def test_two_worker_processes_train_and_push_penguins(write_config, tmp_path):
 
     assert result.returncode == 0, result.stdout + result.stderr
     summary = summary_of(result)
-    assert (summary.trainer.processes, summary.trainer.replicas) == (2, 2)
+    assert (summary.trainer.processes, summary.trainer.replicas, summary.trainer.cluster) == (2, 2, {"worker": 2})
     assert "trainer: 2 replica(s) in 2 worker processes (multi_worker_mirrored)" in result.stdout
     assert summary.push.pushed and (Path(summary.push.directory) / "saved_model.pb").is_file()
     logs = next(tmp_path.glob("outputs/penguins/artifacts/train/model_run/*/logs"))

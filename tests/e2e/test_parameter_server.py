@@ -89,6 +89,7 @@ def test_parameter_servers_shard_the_embedding_train_as_well_as_mirrored_and_pus
     assert {stage.stage: stage.status for stage in summary.stages}["transform"] == "cached"
     trainer = summary.trainer
     assert (trainer.strategy, trainer.processes, trainer.parameter_servers) == ("parameter_server", 2, 2)
+    assert trainer.cluster == {"chief": 1, "worker": 2, "ps": 2}
     assert "trainer: 2 worker(s), 2 parameter server(s) (parameter_server)" in result.stdout
     # Only the tag's embedding is larger than min_shard_bytes: it alone is split, one shard on each server.
     sharded = trainer.sharded_variables()
