@@ -22,7 +22,7 @@ with 4 to 1000 buckets, a class id `label_xf`). TensorFlow is split into 2 logic
    Target: dtfx's steady state (the cached passes) ≥ stock and ≥ 0.8 × limit at every batch size.
    The first pass is printed with its ratios too, but is not what the target checks.
 
-2. Training, examples/s of `model.fit` (run_fn's `compile_model`, dtfx's `build_dnn`) for the
+2. Training, examples/s of `model.fit` (`network.compile_model`, dtfx's `build_dnn`) for the
    default small model (hidden units [16, 8], global batch 64) and a 1.6M-parameter one
    ([1024, 1024, 512], global batches 256, 512 and 1024), at steps_per_execution 1 and 10, under
    - default:  `make_strategy({"strategy": "default"})`, one device;
@@ -383,7 +383,7 @@ def measure_training(train_files: list[str], examples: int, rounds: int, seconds
     import tf_keras as keras
 
     from dtfx.components.trainer import model as dtfx_model
-    from dtfx.components.trainer.run_fn import compile_model
+    from dtfx.components.trainer.network import compile_model
 
     strategies = make_strategies()
     results, networks, datasets = [], [], {}

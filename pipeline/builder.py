@@ -152,6 +152,7 @@ def trainer_options(config: Config) -> TrainerOptions:
         input=InputOptions(shuffle_buffer=trainer.input.shuffle_buffer, cache=trainer.input.cache),
         check_numerics=trainer.debug.check_numerics,
         evaluate_every_steps=trainer.evaluation.every_steps,
+        sidecar_evaluation=trainer.evaluation.sidecar,
     )
 
 

@@ -193,6 +193,11 @@ class EvaluationSection(Section):
         description="Evaluate `eval_steps` batches of the eval split every this many training steps (a divisor of "
         "train_steps); the curve goes to TensorBoard and the report. null: at up to 10 evenly spaced points.",
     )
+    sidecar: bool = Field(
+        False,
+        description="parameter_server only: evaluate in a separate evaluator process, from the checkpoint the chief "
+        "writes at each evaluation point, so that training never waits for evaluation (as TFX's train_and_evaluate did).",
+    )
 
 
 class TrainerSection(Section):
@@ -228,6 +233,9 @@ class TrainerSection(Section):
         if STRATEGIES.get(self.distribution.strategy).synchronous and self.batch_size % workers:
             raise ValueError(f"batch_size {self.batch_size} is not a multiple of distribution.workers {workers}: "
                              "each worker's replica takes an equal share of the global batch")
+        if self.evaluation.sidecar and self.distribution.strategy != "parameter_server":
+            raise ValueError(f"evaluation.sidecar needs strategy parameter_server, not {self.distribution.strategy}: "
+                             "the other strategies evaluate in the training processes")
         every = self.evaluation.every_steps
         if every and self.train_steps % every:
             raise ValueError(f"evaluation.every_steps {every} does not divide train_steps {self.train_steps}: "

@@ -412,8 +412,18 @@ def test_evaluation_every_steps_divides_the_training(write_config):
     assert config.trainer.evaluation.every_steps == 50
 
 
-def test_training_is_split_into_one_epoch_per_evaluation():
-    from dtfx.components.trainer.run_fn import epoch_count
+def test_a_sidecar_evaluator_belongs_to_parameter_server(write_config):
+    problems = problems_of(write_config(trainer__evaluation={"sidecar": True}))
+    assert any("evaluation.sidecar needs strategy parameter_server, not mirrored" in p for p in problems), problems
+    config = load_config(str(write_config(trainer__evaluation={"sidecar": True},
+                                          trainer__distribution={"strategy": "parameter_server"})))
+    assert config.trainer.evaluation.sidecar
 
-    assert epoch_count(300, 50) == 6
-    assert epoch_count(300, None) == 10 and epoch_count(7, None) == 7 and epoch_count(11, None) == 1
+
+def test_training_is_split_into_one_epoch_per_evaluation(write_config):
+    from dtfx.pipeline.builder import trainer_options
+
+    every_50 = trainer_options(load_config(str(write_config(trainer__evaluation={"every_steps": 50}))))
+    assert every_50.epochs(300) == 6
+    default = trainer_options(load_config(str(write_config())))
+    assert default.epochs(300) == 10 and default.epochs(7) == 7 and default.epochs(11) == 1

@@ -10,7 +10,9 @@ ports) and its own role and index.
   to temporary directories that are removed (the Keras multi-worker rule).
 - parameter_server: a chief that coordinates (it runs `fit` and saves the model), N worker
   servers that run the steps it sends, M parameter servers that hold the variables. The servers
-  never end by themselves: they are stopped when the chief has finished.
+  never end by themselves: they are stopped when the chief has finished. With
+  `evaluation.sidecar`, an evaluator process evaluates the chief's checkpoints beside them
+  (dtfx.components.trainer.sidecar); the step waits for it too.
 
 Each process's log is `<model run>/logs/<role>-<i>.log`, beside `job.json`, what every process was given.
 
@@ -53,14 +55,14 @@ TAIL_LINES = 25
 class Task:
     """One process of the cluster: its TF_CONFIG role, its index in that role, and whether it ends by itself."""
 
-    role: str  # chief | worker | ps
+    role: str  # chief | worker | ps | evaluator
     index: int
     finishes: bool  # trains and exits; False for a server, which runs until it is stopped
 
     @property
     def name(self) -> str:
-        """As the logs and errors name it: `worker 1`, `ps 0`, `chief`."""
-        return "chief" if self.role == "chief" else f"{self.role} {self.index}"
+        """As the logs and errors name it: `worker 1`, `ps 0`, `chief`, `evaluator`."""
+        return self.role if self.role in ("chief", "evaluator") else f"{self.role} {self.index}"
 
     @property
     def log_name(self) -> str:
@@ -75,9 +77,9 @@ def wanted(distribution: dict[str, Any]) -> bool:
     return entry.processes == "workers_and_servers" or (entry.processes == "workers" and distribution.get("workers", 1) > 1)
 
 
-def tasks(distribution: dict[str, Any]) -> list[Task]:
+def tasks(distribution: dict[str, Any], sidecar: bool = False) -> list[Task]:
     """The processes of the strategy's cluster: N training workers (worker 0 the chief), or with parameter servers
-    a coordinating chief, N worker servers and M parameter servers."""
+    a coordinating chief, N worker servers and M parameter servers, and the sidecar evaluator if asked for."""
     workers = distribution.get("workers", 1)
     if STRATEGIES.get(distribution["strategy"]).processes == "workers":
         return [Task("worker", index, finishes=True) for index in range(workers)]
@@ -86,20 +88,29 @@ def tasks(distribution: dict[str, Any]) -> list[Task]:
         Task("chief", 0, finishes=True),
         *(Task("worker", index, finishes=False) for index in range(workers)),
         *(Task("ps", index, finishes=False) for index in range(servers)),
+        *([Task("evaluator", 0, finishes=True)] if sidecar else []),
     ]
 
 
 def tf_configs(cluster_tasks: list[Task], ports: list[int]) -> list[dict]:
-    """The TF_CONFIG of each task of a cluster on 127.0.0.1, task i listening on `ports[i]`."""
+    """The TF_CONFIG of each task of a cluster on 127.0.0.1, task i listening on `ports[i]`.
+
+    The evaluator is not part of the cluster (it serves nothing and joins no collective): its
+    TF_CONFIG names the cluster and its own role only.
+    """
     cluster: dict[str, list[str]] = {}
     for task, port in zip(cluster_tasks, ports, strict=True):
-        cluster.setdefault(task.role, []).append(f"{LOOPBACK}:{port}")
+        if task.role != "evaluator":
+            cluster.setdefault(task.role, []).append(f"{LOOPBACK}:{port}")
     return [{"cluster": cluster, "task": {"type": task.role, "index": task.index}} for task in cluster_tasks]
 
 
-def train(job: TrainingJob, distribution: dict[str, Any]) -> None:
-    """Runs the training in the strategy's processes on this machine; raises TrainingError naming a process that failed."""
-    cluster_tasks = tasks(distribution)
+def train(job: TrainingJob, distribution: dict[str, Any], sidecar: bool = False) -> None:
+    """Runs the training in the strategy's processes on this machine; raises TrainingError naming a process that failed.
+
+    With `sidecar`, a sidecar evaluator runs beside them, and its evaluations join the training's history at the end.
+    """
+    cluster_tasks = tasks(distribution, sidecar)
     with _local_logs_dir(os.path.join(job.model_run_dir, LOGS_DIR)) as logs_dir:
         # Beside the logs: what each process was given, to start one again by hand when debugging.
         job_path = os.path.join(logs_dir, "job.json")
@@ -123,6 +134,10 @@ def train(job: TrainingJob, distribution: dict[str, Any]) -> None:
                 f"and nothing was saved. Its log: {os.path.join(job.model_run_dir, LOGS_DIR, task.log_name)}\n"
                 f"Last lines of it:\n{_tail(os.path.join(logs_dir, task.log_name))}"
             )
+    if sidecar:
+        from dtfx.components.trainer import sidecar as sidecar_evaluator  # TensorFlow: only once it has run
+
+        sidecar_evaluator.merge_into_history(job.model_run_dir)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,10 @@ from typing import Any
 
 from dtfx.components.step_options import StepOptions
 
+# Curves and checkpoints need points: training is split into Keras epochs of equal length, each ending
+# with an evaluation; unless trainer.evaluation.every_steps says how long, into up to this many.
+MAX_EPOCHS = 10
+
 
 @dataclasses.dataclass(frozen=True)
 class InputOptions(StepOptions):
@@ -28,3 +32,10 @@ class TrainerOptions(StepOptions):
     input: InputOptions
     check_numerics: bool
     evaluate_every_steps: int | None  # trainer.evaluation.every_steps; None: up to MAX_EPOCHS evenly spaced
+    sidecar_evaluation: bool  # trainer.evaluation.sidecar: an evaluator process reads the chief's checkpoints
+
+    def epochs(self, steps: int) -> int:
+        """How many Keras epochs a training of `steps` steps is split into: one per evaluation."""
+        if self.evaluate_every_steps:
+            return steps // self.evaluate_every_steps
+        return max(epochs for epochs in range(1, MAX_EPOCHS + 1) if steps % epochs == 0)

@@ -16,25 +16,18 @@ import time
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
 from dtfx.components import compat
 from dtfx.components.errors import TrainingError
-from dtfx.components.names import transformed_name
-from dtfx.components.registry.models import MODEL_TYPES
 from dtfx.components.registry.strategies import STRATEGIES
-from dtfx.components.trainer import dataset, devices, local_cluster, serving
+from dtfx.components.trainer import dataset, devices, local_cluster, serving, sidecar
 from dtfx.components.trainer.job import TrainingJob
+from dtfx.components.trainer.network import ModelInputs
 from dtfx.components.trainer.options import TrainerOptions
 from dtfx.components.trainer.stats import TrainStats
 from dtfx.components.trainer.throughput import Throughput
-from dtfx.components.transform.preprocessing import LABEL_VOCABULARY
-
-# Curves and checkpoints need points: training is split into Keras epochs of equal length, each ending
-# with an evaluation; unless trainer.evaluation.every_steps says how long, into up to this many.
-MAX_EPOCHS = 10
 
 
 def run_fn(fn_args) -> None:
@@ -47,7 +40,7 @@ def run_fn(fn_args) -> None:
     job = TrainingJob.from_fn_args(fn_args)
     options = TrainerOptions.from_dict(job.custom_config)
     if local_cluster.wanted(options.distribution):
-        local_cluster.train(job, options.distribution)
+        local_cluster.train(job, options.distribution, sidecar=options.sidecar_evaluation)
     else:
         train(job, options)
 
@@ -70,17 +63,8 @@ def train(fn_args: TrainingJob, options: TrainerOptions, strategy: tf.distribute
 
 
 def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, task: str, backup: str) -> None:
-    tft_output = tft.TFTransformOutput(fn_args.transform_output)
-    feature_spec = tft_output.transformed_feature_spec()
-    label_key = transformed_name(label)
-    numeric = sorted(name for name, spec in feature_spec.items() if name != label_key and spec.dtype == tf.float32)
-    categorical = {
-        name: tft_output.num_buckets_for_transformed_feature(name)
-        for name, spec in sorted(feature_spec.items())
-        if name != label_key and spec.dtype == tf.int64
-    }
-    classes = tft_output.vocabulary_by_name(LABEL_VOCABULARY) if task == "classification" else None
-    num_outputs = len(classes) if classes else 1
+    inputs = ModelInputs.of(fn_args.transform_output, label, task)
+    feature_spec, label_key = inputs.feature_spec, inputs.label_key
 
     batch_size = options.batch_size
     workers = devices.worker_count(strategy)
@@ -107,23 +91,25 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
     eval_data = dataset.make_dataset(fn_args.eval_files, feature_spec, label_key, task, batch_size, num_workers=workers)
 
     with strategy.scope():
-        network = MODEL_TYPES.get(options.model_type).build_model(options.model, numeric, categorical, num_outputs)
-        compile_model(network, task, options.learning_rate, options.steps_per_execution)
+        network = inputs.build_model(options)
 
     steps = fn_args.train_steps
-    epochs = epoch_count(steps, options.evaluate_every_steps)
+    epochs = options.epochs(steps)
     throughput = Throughput(batch_size, strategy.num_replicas_in_sync, fn_args.model_run_dir, coordinated)
     callbacks = [
         *training_callbacks(options.distribution["strategy"], backup, coordinated),
         keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq=options.steps_per_execution),
         throughput,
     ]
+    if options.sidecar_evaluation:  # the evaluator process evaluates these checkpoints, not this one
+        checkpoints = sidecar.checkpoint_pattern(fn_args.model_run_dir)
+        callbacks.append(keras.callbacks.ModelCheckpoint(checkpoints, save_weights_only=True))
     started = time.perf_counter()
     history = network.fit(
         train_data,
         epochs=epochs,
         steps_per_epoch=steps // epochs,
-        validation_data=eval_data,
+        validation_data=None if options.sidecar_evaluation else eval_data,
         validation_steps=fn_args.eval_steps,
         callbacks=callbacks,
         verbose=2,
@@ -145,7 +131,9 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
             "Check the data for extreme values, or lower trainer.learning_rate"
         )
 
-    signatures = serving.make_signatures(network, tft_output, numeric + list(categorical), label, task, classes)
+    signatures = serving.make_signatures(
+        network, inputs.tft_output, inputs.numeric + list(inputs.categorical), label, task, inputs.classes
+    )
     tf.saved_model.save(network, fn_args.serving_model_dir, signatures=signatures)
     cluster = {role: len(addresses) for role, addresses in devices.cluster_of(strategy).items()}
     TrainStats(
@@ -164,13 +152,6 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
         variable_servers=devices.variable_servers(network.variables),
         history={key: [float(v) for v in values] for key, values in history.items()},
     ).write(fn_args.model_run_dir)
-
-
-def epoch_count(steps: int, every_steps: int | None) -> int:
-    """How many Keras epochs `steps` training steps are split into: one per evaluation."""
-    if every_steps:
-        return steps // every_steps
-    return max(epochs for epochs in range(1, MAX_EPOCHS + 1) if steps % epochs == 0)
 
 
 def per_worker_dataset_fn(make):
@@ -203,21 +184,6 @@ def training_callbacks(strategy_name: str, backup: str, coordinated: bool = Fals
     else:
         logging.info("%s: a rerun after a failure trains from the start (BackupAndRestore does not support it)", strategy_name)
     return callbacks
-
-
-def compile_model(network: keras.Model, task: str, learning_rate: float, steps_per_execution: int) -> None:
-    """Adam, and the loss and metric of the task; metrics weighted so that rows without a label count for nothing."""
-    if task == "classification":
-        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-    else:
-        loss, metrics = keras.losses.MeanSquaredError(), [keras.metrics.MeanAbsoluteError(name="mae")]
-    network.compile(
-        optimizer=keras.optimizers.Adam(learning_rate),
-        loss=loss,
-        weighted_metrics=metrics,
-        steps_per_execution=steps_per_execution,
-    )
 
 
 def backup_dir(fn_args) -> str:

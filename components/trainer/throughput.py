@@ -18,8 +18,10 @@ class Throughput(keras.callbacks.Callback):
     def __init__(self, global_batch_size: int, replicas: int, log_dir: str, coordinated: bool = False):
         super().__init__()
         # Under a coordinator (parameter servers) a batch's end is when it was scheduled, not run: the
-        # epoch's steps have all run when Keras has joined the workers, just before the validation.
+        # epoch's steps have all run when Keras has joined the workers, just before the validation
+        # (or, without one, just before the epoch's end).
         self.coordinated = coordinated
+        self._validated = False
         self._supports_tf_logs = True  # the logs stay tensors: no host sync at every step for this callback
         self.global_batch_size = global_batch_size
         self.replicas = replicas
@@ -30,6 +32,7 @@ class Throughput(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._started = self._last_step = time.perf_counter()
+        self._validated = False
 
     def on_train_batch_end(self, batch, logs=None):
         self._last_step = time.perf_counter()
@@ -37,8 +40,11 @@ class Throughput(keras.callbacks.Callback):
     def on_test_begin(self, logs=None):
         if self.coordinated:
             self._last_step = time.perf_counter()
+            self._validated = True
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.coordinated and not self._validated:
+            self._last_step = time.perf_counter()
         seconds = self._last_step - self._started
         steps = self.params.get("steps") or 0
         rate = steps * self.global_batch_size / seconds if seconds > 0 else 0.0

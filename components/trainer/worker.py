@@ -4,7 +4,8 @@ The Trainer step starts it once per process on this machine (dtfx.components.tra
 with TF_CONFIG saying which process it is; a cluster would start it the same way. A process that
 trains makes the strategy first: a multi-worker strategy must exist before anything starts
 TensorFlow's runtime. Under `parameter_server`, workers and parameter servers only serve: the
-chief sends them the steps to run and the variables to hold.
+chief sends them the steps to run and the variables to hold; the evaluator of
+`evaluation.sidecar` evaluates the chief's checkpoints (dtfx.components.trainer.sidecar).
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ def main(argv: list[str]) -> None:
     job = TrainingJob.from_json(Path(argv[1]).read_text(encoding="utf-8"))
     options = TrainerOptions.from_dict(job.custom_config)
     role = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("type")
+    if role == "evaluator":
+        from dtfx.components.trainer import sidecar
+
+        sidecar.evaluate_checkpoints(job, options)
+        return
     if STRATEGIES.get(options.distribution["strategy"]).processes == "workers_and_servers" and role in ("worker", "ps"):
         serve()
         return

@@ -157,3 +157,26 @@ def test_a_parameter_server_killed_mid_training_fails_the_step_naming_it(config_
     while worker_processes(str(config_of.root)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert worker_processes(str(config_of.root)) == {}, "no process of the cluster is left"
+
+
+def test_a_sidecar_evaluator_evaluates_every_checkpoint_of_the_chief(config_of):
+    evaluation = {"every_steps": 10, "sidecar": True}
+    config = config_of("sidecar", PARAMETER_SERVERS | {"workers": 1, "parameter_servers": 1, "variable_sharding": None},
+                       train_steps=40, **{"trainer.evaluation": evaluation})
+    result = run_dtfx("run", str(config))
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = summary_of(result)
+    assert summary.trainer.cluster == {"chief": 1, "worker": 1, "ps": 1}, "the evaluator is not part of the cluster"
+    assert summary.push.pushed
+    model_run = next(log for log in config_of.root.glob("outputs/penguins/artifacts/train/model_run/*/logs/evaluator-0.log"))
+    model_run = model_run.parent.parent
+    evaluator_log = (model_run / "logs" / "evaluator-0.log").read_text()
+    assert all(f"evaluated ckpt-{epoch:04d}" in evaluator_log for epoch in range(1, 5)), evaluator_log[-2000:]
+    # The chief did not evaluate; the evaluator's four evaluations joined the history, one per round of 10 steps.
+    history = json.loads((model_run / "train_stats.json").read_text())["history"]
+    assert len(history["loss"]) == 4 and len(history["val_accuracy"]) == 4 and len(history["val_loss"]) == 4
+    assert all(0 <= value <= 1 for value in history["val_accuracy"])
+    assert list((model_run / "validation").glob("events.out.tfevents.*")), "the curve is in TensorBoard"
+    assert not (model_run / "checkpoints").exists(), "the checkpoints were only for the evaluator"
+    assert worker_processes(str(config_of.root)) == {}

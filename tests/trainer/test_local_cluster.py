@@ -28,6 +28,17 @@ def test_a_parameter_server_cluster_is_a_coordinator_worker_servers_and_paramete
     assert [task.log_name for task in tasks][4] == "ps-1.log"
 
 
+def test_a_sidecar_evaluator_runs_beside_the_cluster_without_joining_it():
+    tasks = local_cluster.tasks({"strategy": "parameter_server", "workers": 1, "parameter_servers": 1}, sidecar=True)
+    assert [(task.name, task.finishes) for task in tasks] == [
+        ("chief", True), ("worker 0", False), ("ps 0", False), ("evaluator", True)]
+    configs = local_cluster.tf_configs(tasks, [41001, 41002, 41003, 41004])
+    assert configs[3] == {
+        "cluster": {"chief": ["127.0.0.1:41001"], "worker": ["127.0.0.1:41002"], "ps": ["127.0.0.1:41003"]},
+        "task": {"type": "evaluator", "index": 0},
+    }
+
+
 def test_each_worker_reads_its_own_files_when_there_are_enough(tmp_path):
     for index in range(5):
         (tmp_path / f"part-{index}.gz").write_bytes(b"")

@@ -17,7 +17,8 @@ import json, sys
 import dtfx.components
 import numpy as np, tensorflow as tf
 from dtfx.components.trainer import devices, model
-from dtfx.components.trainer.run_fn import compile_model, training_callbacks
+from dtfx.components.trainer.network import compile_model
+from dtfx.components.trainer.run_fn import training_callbacks
 from dtfx.pipeline.config import DistributionSection
 
 name, backup = sys.argv[1], sys.argv[2]

@@ -1,0 +1,69 @@
+"""The network the Trainer trains: what it is built from (Transform's output) and how it is compiled.
+
+Training (run_fn) and the sidecar evaluator build it the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+import tensorflow_transform as tft
+import tf_keras as keras
+
+from dtfx.components.names import transformed_name
+from dtfx.components.registry.models import MODEL_TYPES
+from dtfx.components.trainer.options import TrainerOptions
+from dtfx.components.transform.preprocessing import LABEL_VOCABULARY
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInputs:
+    """What the model is built from: Transform's output features, the label, the classes."""
+
+    tft_output: tft.TFTransformOutput
+    feature_spec: dict[str, tf.io.FixedLenFeature]
+    label_key: str
+    numeric: list[str]
+    categorical: dict[str, int]  # feature -> buckets
+    classes: list[str] | None  # classification only
+
+    @classmethod
+    def of(cls, transform_output: str, label: str, task: str) -> ModelInputs:
+        tft_output = tft.TFTransformOutput(transform_output)
+        feature_spec = tft_output.transformed_feature_spec()
+        label_key = transformed_name(label)
+        return cls(
+            tft_output=tft_output,
+            feature_spec=feature_spec,
+            label_key=label_key,
+            numeric=sorted(name for name, spec in feature_spec.items() if name != label_key and spec.dtype == tf.float32),
+            categorical={
+                name: tft_output.num_buckets_for_transformed_feature(name)
+                for name, spec in sorted(feature_spec.items())
+                if name != label_key and spec.dtype == tf.int64
+            },
+            classes=tft_output.vocabulary_by_name(LABEL_VOCABULARY) if task == "classification" else None,
+        )
+
+    def build_model(self, options: TrainerOptions) -> keras.Model:
+        """The configured model, compiled (call it inside the strategy's scope)."""
+        num_outputs = len(self.classes) if self.classes else 1
+        network = MODEL_TYPES.get(options.model_type).build_model(options.model, self.numeric, self.categorical, num_outputs)
+        compile_model(network, options.task, options.learning_rate, options.steps_per_execution)
+        return network
+
+
+def compile_model(network: keras.Model, task: str, learning_rate: float, steps_per_execution: int) -> None:
+    """Adam, and the loss and metric of the task; metrics weighted so that rows without a label count for nothing."""
+    if task == "classification":
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+    else:
+        loss, metrics = keras.losses.MeanSquaredError(), [keras.metrics.MeanAbsoluteError(name="mae")]
+    network.compile(
+        optimizer=keras.optimizers.Adam(learning_rate),
+        loss=loss,
+        weighted_metrics=metrics,
+        steps_per_execution=steps_per_execution,
+    )
