@@ -72,7 +72,7 @@ def prepare(work: Path, steps: int) -> tuple[Path, Path]:
 
 
 def train(work: Path, name: str, distribution: dict, steps: int, examples: Path, graph: Path, round_: int) -> dict:
-    from dtfx.components.trainer import local_cluster
+    from dtfx.components.trainer import cluster, local_cluster
     from dtfx.components.trainer.job import TrainingJob
     from dtfx.components.trainer.stats import TrainStats
     from dtfx.pipeline.builder import trainer_options
@@ -86,7 +86,7 @@ def train(work: Path, name: str, distribution: dict, steps: int, examples: Path,
         custom_config=trainer_options(load_config(str(write_config(work, steps, distribution, name)))).to_dict(),
     )
     started = time.perf_counter()
-    if local_cluster.wanted(distribution):
+    if cluster.wanted(distribution):
         local_cluster.train(job, job.custom_config["distribution"])
     else:
         job_path = out / "job.json"

@@ -22,6 +22,7 @@ from dtfx.components.pusher.component import AtomicPusher
 from dtfx.components.reference_schema.component import ReferenceSchema
 from dtfx.components.registry.metrics import METRICS
 from dtfx.components.registry.models import model_type_of
+from dtfx.components.trainer.kubernetes_job import JobSettings
 from dtfx.components.trainer.options import InputOptions, TrainerOptions
 from dtfx.components.transform.options import TransformOptions
 from dtfx.pipeline import layout
@@ -32,8 +33,14 @@ PREPROCESSING_FN = "dtfx.components.transform.preprocessing.preprocessing_fn"
 RUN_FN = "dtfx.components.trainer.run_fn.run_fn"
 
 
-def build_pipeline(config: Config, until: str | None = None, metadata_connection_config=None) -> tfx.dsl.Pipeline:
-    """The TFX pipeline for `config`, stopping after stage `until` (all stages when None)."""
+def build_pipeline(
+    config: Config, until: str | None = None, metadata_connection_config=None, training_job: JobSettings | None = None
+) -> tfx.dsl.Pipeline:
+    """The TFX pipeline for `config`, stopping after stage `until` (all stages when None).
+
+    With `training_job` (compiled for Kubeflow, a strategy of several processes), the train step runs the
+    training in the pods of a Kubernetes job made with those settings.
+    """
     last = STAGES.index(until) if until else len(STAGES) - 1
     wanted = set(STAGES[: last + 1])
     nodes = []
@@ -86,7 +93,7 @@ def build_pipeline(config: Config, until: str | None = None, metadata_connection
             schema=schema,
             train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
             eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
-            custom_config=trainer_options(config).to_dict(),
+            custom_config=trainer_options(config, training_job).to_dict(),
         ),
     )
     # The last pushed model, for change thresholds: a container step, not a Resolver (see BaselineModel).
@@ -136,8 +143,8 @@ def transform_options(config: Config) -> TransformOptions:
     )
 
 
-def trainer_options(config: Config) -> TrainerOptions:
-    """The Trainer step's options: the `trainer` section, with the label and the task."""
+def trainer_options(config: Config, training_job: JobSettings | None = None) -> TrainerOptions:
+    """The Trainer step's options: the `trainer` section, with the label and the task (and a training job's settings)."""
     trainer = config.trainer
     return TrainerOptions(
         label=config.data.label,
@@ -153,6 +160,7 @@ def trainer_options(config: Config) -> TrainerOptions:
         check_numerics=trainer.debug.check_numerics,
         evaluate_every_steps=trainer.evaluation.every_steps,
         sidecar_evaluation=trainer.evaluation.sidecar,
+        training_job=training_job.to_dict() if training_job else None,
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS
 from dtfx.pipeline.config_base import Section
@@ -161,6 +161,19 @@ class KubeflowSection(Section):
         "pipeline runner.",
     )
 
+    training_operator: Literal["v1", "v2"] = Field(
+        "v1",
+        description="Training in several pods (trainer.distribution: multi_worker_mirrored with workers > 1, or "
+        "parameter_server): the train step creates a TFJob of the Kubeflow Training Operator (v1) or a TrainJob of "
+        "Kubeflow Trainer (v2, with the ClusterTrainingRuntime deploy/kubeflow/trainer-v2-runtime.yaml), waits for it "
+        "and streams its chief's log.",
+    )
+    training_volume: str | None = Field(
+        None,
+        description="The claim (one of kubeflow.volumes) through which the train step and its training job's pods "
+        "exchange the data and the trained model; required to train in several pods.",
+    )
+
     @field_validator("node_selector")
     @classmethod
     def _labels(cls, selectors: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
@@ -213,3 +226,16 @@ class KubeflowSection(Section):
             if wanted.gpu and step != "train":
                 raise ValueError(f"{step}: only the train step can use GPUs")
         return resources
+
+    @field_validator("training_volume")
+    @classmethod
+    def _training_volume_is_mounted(cls, claim: str | None, info: ValidationInfo) -> str | None:
+        claims = [volume.claim for volume in info.data.get("volumes", [])]
+        if claim is not None and claim not in claims:
+            mounted = f"the claims of kubeflow.volumes: {', '.join(claims)}" if claims else "kubeflow.volumes mounts none"
+            raise ValueError(f"{claim!r} is not a mounted claim ({mounted})")
+        return claim
+
+    def training_mount(self) -> VolumeMount | None:
+        """The volume of `training_volume`, or None when it is not set."""
+        return next((volume for volume in self.volumes if volume.claim == self.training_volume), None)

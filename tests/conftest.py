@@ -51,3 +51,19 @@ def run_dtfx(*args: str, cwd: Path | None = None, timeout: int = 900, **env: str
     dtfx = Path(sys.executable).parent / "dtfx"
     env = dict(os.environ, PYTHONUNBUFFERED="1", **env)
     return subprocess.run([str(dtfx), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="session")
+def penguins_transform(tmp_path_factory) -> tuple[Path, Path]:
+    """(transformed examples, transform graph) of the shipped config, by `dtfx run --until transform`, once per
+    session: what training tests start from (the Transform output does not depend on the trainer section)."""
+    root = tmp_path_factory.mktemp("penguins_transform")
+    config = set_key(default_config(), "pipeline.output_root", str(root / "outputs"))
+    path = root / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    prepared = run_dtfx("run", str(path), "--until", "transform")
+    assert prepared.returncode == 0, prepared.stdout + prepared.stderr
+    transform = root / "outputs" / config["pipeline"]["name"] / "artifacts" / "transform"
+    (examples,) = (transform / "transformed_examples").iterdir()
+    (graph,) = (transform / "transform_graph").iterdir()
+    return examples, graph

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import json
 import os
 import shutil
@@ -42,67 +41,13 @@ from typing import Any
 
 from dtfx.components.errors import TrainingError
 from dtfx.components.processes import LOOPBACK, die_with_parent, free_port
-from dtfx.components.registry.strategies import STRATEGIES
+from dtfx.components.trainer.cluster import Task, tasks, tf_configs
 from dtfx.components.trainer.job import TrainingJob
 
 WORKER_MODULE = "dtfx.components.trainer.worker"
 LOGS_DIR = "logs"
 POLL_SECONDS = 0.2
 TAIL_LINES = 25
-
-
-@dataclasses.dataclass(frozen=True)
-class Task:
-    """One process of the cluster: its TF_CONFIG role, its index in that role, and whether it ends by itself."""
-
-    role: str  # chief | worker | ps | evaluator
-    index: int
-    finishes: bool  # trains and exits; False for a server, which runs until it is stopped
-
-    @property
-    def name(self) -> str:
-        """As the logs and errors name it: `worker 1`, `ps 0`, `chief`, `evaluator`."""
-        return self.role if self.role in ("chief", "evaluator") else f"{self.role} {self.index}"
-
-    @property
-    def log_name(self) -> str:
-        return f"{self.role}-{self.index}.log"
-
-
-def wanted(distribution: dict[str, Any]) -> bool:
-    """Whether this step must start the cluster itself: a multi-process strategy, several processes, no cluster given."""
-    entry = STRATEGIES.get(distribution["strategy"])
-    if "TF_CONFIG" in os.environ:
-        return False
-    return entry.processes == "workers_and_servers" or (entry.processes == "workers" and distribution.get("workers", 1) > 1)
-
-
-def tasks(distribution: dict[str, Any], sidecar: bool = False) -> list[Task]:
-    """The processes of the strategy's cluster: N training workers (worker 0 the chief), or with parameter servers
-    a coordinating chief, N worker servers and M parameter servers, and the sidecar evaluator if asked for."""
-    workers = distribution.get("workers", 1)
-    if STRATEGIES.get(distribution["strategy"]).processes == "workers":
-        return [Task("worker", index, finishes=True) for index in range(workers)]
-    servers = distribution.get("parameter_servers", 1)
-    return [
-        Task("chief", 0, finishes=True),
-        *(Task("worker", index, finishes=False) for index in range(workers)),
-        *(Task("ps", index, finishes=False) for index in range(servers)),
-        *([Task("evaluator", 0, finishes=True)] if sidecar else []),
-    ]
-
-
-def tf_configs(cluster_tasks: list[Task], ports: list[int]) -> list[dict]:
-    """The TF_CONFIG of each task of a cluster on 127.0.0.1, task i listening on `ports[i]`.
-
-    The evaluator is not part of the cluster (it serves nothing and joins no collective): its
-    TF_CONFIG names the cluster and its own role only.
-    """
-    cluster: dict[str, list[str]] = {}
-    for task, port in zip(cluster_tasks, ports, strict=True):
-        if task.role != "evaluator":
-            cluster.setdefault(task.role, []).append(f"{LOOPBACK}:{port}")
-    return [{"cluster": cluster, "task": {"type": task.role, "index": task.index}} for task in cluster_tasks]
 
 
 def train(job: TrainingJob, distribution: dict[str, Any], sidecar: bool = False) -> None:
@@ -116,7 +61,7 @@ def train(job: TrainingJob, distribution: dict[str, Any], sidecar: bool = False)
         job_path = os.path.join(logs_dir, "job.json")
         with open(job_path, "w", encoding="utf-8") as handle:
             handle.write(job.to_json())
-        configs = tf_configs(cluster_tasks, [free_port() for _ in cluster_tasks])
+        configs = tf_configs(cluster_tasks, [f"{LOOPBACK}:{free_port()}" for _ in cluster_tasks])
         processes: list[subprocess.Popen] = []
         try:
             for task, config in zip(cluster_tasks, configs, strict=True):

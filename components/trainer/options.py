@@ -33,6 +33,8 @@ class TrainerOptions(StepOptions):
     check_numerics: bool
     evaluate_every_steps: int | None  # trainer.evaluation.every_steps; None: up to MAX_EPOCHS evenly spaced
     sidecar_evaluation: bool  # trainer.evaluation.sidecar: an evaluator process reads the chief's checkpoints
+    # Compiled for Kubeflow with a multi-process strategy: the kubernetes_job.JobSettings of the training job's pods.
+    training_job: dict[str, Any] | None
 
     def epochs(self, steps: int) -> int:
         """How many Keras epochs a training of `steps` steps is split into: one per evaluation."""

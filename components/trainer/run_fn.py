@@ -22,7 +22,7 @@ from absl import logging
 from dtfx.components import compat
 from dtfx.components.errors import TrainingError
 from dtfx.components.registry.strategies import STRATEGIES
-from dtfx.components.trainer import dataset, devices, local_cluster, serving, sidecar
+from dtfx.components.trainer import cluster, dataset, devices, kubernetes_training, local_cluster, serving, sidecar
 from dtfx.components.trainer.job import TrainingJob
 from dtfx.components.trainer.network import ModelInputs
 from dtfx.components.trainer.options import TrainerOptions
@@ -35,11 +35,14 @@ def run_fn(fn_args) -> None:
 
     With `multi_worker_mirrored` and `workers` > 1, or `parameter_server`, outside a cluster (no
     TF_CONFIG), the step starts the cluster's processes on this machine and waits for them
-    (dtfx.components.trainer.local_cluster).
+    (dtfx.components.trainer.local_cluster), or, compiled for Kubeflow, creates a training job whose
+    pods run them (dtfx.components.trainer.kubernetes_training).
     """
     job = TrainingJob.from_fn_args(fn_args)
     options = TrainerOptions.from_dict(job.custom_config)
-    if local_cluster.wanted(options.distribution):
+    if cluster.wanted(options.distribution) and kubernetes_training.wanted(options):
+        kubernetes_training.train(job, options)
+    elif cluster.wanted(options.distribution):
         local_cluster.train(job, options.distribution, sidecar=options.sidecar_evaluation)
     else:
         train(job, options)

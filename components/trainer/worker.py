@@ -1,7 +1,9 @@
 """The entrypoint of one process of a training cluster: `python -m dtfx.components.trainer.worker JOB_JSON`.
 
 The Trainer step starts it once per process on this machine (dtfx.components.trainer.local_cluster),
-with TF_CONFIG saying which process it is; a cluster would start it the same way. A process that
+with TF_CONFIG saying which process it is; on Kubernetes it is the command of every pod of the
+training job (dtfx.components.trainer.kubernetes_job), where the operator gives TF_CONFIG (TFJob) or
+the entrypoint builds it from the node's environment (TrainJob). A process that
 trains makes the strategy first: a multi-worker strategy must exist before anything starts
 TensorFlow's runtime. Under `parameter_server`, workers and parameter servers only serve: the
 chief sends them the steps to run and the variables to hold; the evaluator of
@@ -16,10 +18,14 @@ import sys
 from pathlib import Path
 
 from dtfx.components.registry.strategies import STRATEGIES
+from dtfx.components.trainer import kubernetes_job
 
 
 def main(argv: list[str]) -> None:
     """Trains, or serves, as the process that TF_CONFIG names, from the TrainingJob in the JSON file `argv[1]`."""
+    own_config = kubernetes_job.tf_config_from_environment(os.environ)  # a TrainJob's node: before TensorFlow starts
+    if own_config is not None:
+        os.environ["TF_CONFIG"] = json.dumps(own_config)
     from dtfx.components.trainer import devices, run_fn
     from dtfx.components.trainer.job import TrainingJob
     from dtfx.components.trainer.options import TrainerOptions

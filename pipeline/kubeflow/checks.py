@@ -12,6 +12,7 @@ import dataclasses
 import glob
 import os
 
+from dtfx.components.trainer import cluster
 from dtfx.pipeline import layout, model_module
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.data_source import DATA_SUFFIXES, PACKAGE_SCHEME
@@ -55,6 +56,15 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
             "copies of the artifacts are out of reach, so those steps read and write the store itself; TensorFlow 2.16 "
             "does that for gs:// only (s3:// and minio:// need tensorflow-io, which the image lacks): use a gs:// root, "
             "or beam.runner: direct",
+        )
+
+    distribution = config.trainer.distribution
+    if require_cluster and cluster.multi_process(distribution.settings()) and kubeflow.training_volume is None:
+        problem(
+            "kubeflow.training_volume",
+            f"required to train in several pods (trainer.distribution.strategy {distribution.strategy}): the claim, one "
+            "of kubeflow.volumes, through which the train step hands the data to its training job's pods and gets the "
+            "model back; pods on different nodes need it ReadWriteMany",
         )
 
     module = getattr(config.trainer.model, "module", None)

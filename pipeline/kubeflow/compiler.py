@@ -23,6 +23,8 @@ import tempfile
 import yaml
 
 from dtfx.components.kfp_executor_input import OUTPUT_TYPES_FLAG, type_title
+from dtfx.components.trainer.cluster import tasks
+from dtfx.components.trainer.kubernetes_job import OPERATORS, JobSettings, manifest
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.kubeflow import parameters, platform
@@ -61,20 +63,52 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
 
         from dtfx.pipeline.builder import build_pipeline
 
-        pipeline = build_pipeline(config)
+        training_job = platform.training_job_settings(config)
+        pipeline = build_pipeline(config, training_job=training_job)
         _check_step_names(config, [node.id for node in pipeline.components])
         defaults = parameters.parameterise(pipeline)
         runner_config = v2.KubeflowV2DagRunnerConfig(default_image=image, default_commands=ENTRYPOINT, use_pipeline_spec_2_1=True)
         job = v2.KubeflowV2DagRunner(config=runner_config).run(pipeline, write_out=False)
     spec = job["pipelineSpec"]
-    notes = _finish(spec, config, defaults, pipeline_root)
+    notes = _finish(spec, config, defaults, pipeline_root, training_job is not None)
     unsupported = open_source_problems(spec)
     if unsupported:  # the builder should never produce these: a dtfx bug, not a user error
         raise RuntimeError("The compiled pipeline has steps open-source Kubeflow cannot run:\n- " + "\n- ".join(unsupported))
     steps = [node.id for node in pipeline.components]
     labels = {step: spec["components"][step]["executorLabel"] for step in steps if step in spec["components"]}
-    write_spec(output, spec, platform.platform_spec(config.kubeflow, labels))
+    in_job_pods = {platform.TRAIN_STEP} if training_job else set()
+    write_spec(output, spec, platform.platform_spec(config.kubeflow, labels, placed_elsewhere=in_job_pods))
+    if training_job is not None:
+        job_path = write_training_job(output, config, training_job)
+        notes.append(
+            f"the train step creates a {OPERATORS[training_job.operator].kind} in each run, which trains in "
+            f"{len(tasks(config.trainer.distribution.settings(), config.trainer.evaluation.sidecar))} pods: see {job_path}"
+        )
     return CompiledPipeline(output, steps, defaults, image, pipeline_root, notes)
+
+
+def training_job_path(output: str) -> str:
+    """The file beside the compiled pipeline `output` that shows the training job its train step creates."""
+    return output.rsplit(".", 1)[0] + ".training-job.yaml"
+
+
+def write_training_job(output: str, config: Config, settings: JobSettings) -> str:
+    """Writes the manifest of the training job that the train step creates, for a reviewer to read before a run."""
+    name = "dtfx-train-RUN"
+    cluster_tasks = tasks(config.trainer.distribution.settings(), config.trainer.evaluation.sidecar)
+    body = manifest(settings, name, config.kubeflow.namespace or "NAMESPACE", cluster_tasks,
+                    os.path.join(settings.staging_dir(name), "job.json"))
+    path = training_job_path(output)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(
+            "# The training job that the train step of the compiled pipeline creates in each run (dtfx compile).\n"
+            "# Per run: metadata.name is dtfx-train-<12 hex digits of the run's model URI>, metadata.namespace the\n"
+            "# run's namespace, and the pod that runs the step owns the job (ownerReferences). The step copies the\n"
+            f"# data to {settings.staging_dir(name)} on claim {settings.volume_claim}, waits for the job,\n"
+            "# takes the model back and deletes the job. RBAC: deploy/kubeflow/training-job-rbac.yaml.\n"
+        )
+        yaml.safe_dump(body, handle, sort_keys=False)
+    return path
 
 
 def open_source_problems(spec: dict) -> list[str]:
@@ -102,8 +136,11 @@ def _check_step_names(config: Config, steps: list[str]) -> None:
         raise UserError("\n".join(lines) + f"\n  (its steps: {', '.join(steps)})")
 
 
-def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root: str) -> list[str]:
-    """Adds what TFX leaves out of a bare PipelineSpec; returns notes for the user."""
+def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root: str, training_job: bool) -> list[str]:
+    """Adds what TFX leaves out of a bare PipelineSpec; returns notes for the user.
+
+    With a `training_job`, the train step's own pod only waits for the job: train's resources go to the job's pods.
+    """
     notes = []
     parameters.add_defaults(spec, defaults)
     # TFX puts the root only into a PipelineJob's runtimeConfig; a run created from this file uses this one.
@@ -111,6 +148,8 @@ def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root:
     executors = spec["deploymentSpec"]["executors"]
     tasks = spec["root"]["dag"]["tasks"]
     for step, wanted in config.kubeflow.resources.items():
+        if training_job and step == platform.TRAIN_STEP:
+            continue  # they size the training job's pods; the step's own pod copies files and waits
         resources = platform.resource_spec(wanted)
         if resources:
             executors[spec["components"][step]["executorLabel"]]["container"]["resources"] = resources

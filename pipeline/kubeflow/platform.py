@@ -8,7 +8,12 @@ backend reads (a `KubernetesExecutorConfig` per executor); TFX's compiler writes
 
 from __future__ import annotations
 
+from dtfx.components.trainer import cluster
+from dtfx.components.trainer.kubernetes_job import JobSettings
+from dtfx.pipeline.config import Config
 from dtfx.pipeline.kubeflow_config import MEMORY_QUANTITY, KubeflowSection, StepResources
+
+TRAIN_STEP = "train"
 
 # Bytes per unit of a Kubernetes quantity; ResourceSpec memory is in GB (10^9 bytes).
 _UNIT_BYTES = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -40,7 +45,9 @@ def resource_spec(wanted: StepResources) -> dict:
     return spec
 
 
-def platform_spec(kubeflow: KubeflowSection, executor_labels: dict[str, str]) -> dict | None:
+def platform_spec(
+    kubeflow: KubeflowSection, executor_labels: dict[str, str], placed_elsewhere: frozenset[str] = frozenset()
+) -> dict | None:
     """The Kubernetes platform spec of the steps (step name -> executor label), or None when it would be empty.
 
     Written as kfp-kubernetes writes it (its `KubernetesExecutorConfig` per executor; a test
@@ -48,7 +55,8 @@ def platform_spec(kubeflow: KubeflowSection, executor_labels: dict[str, str]) ->
     data.path, the serving directory or a curated schema follows from the config, and a mount
     no step uses costs nothing), each secret as environment variables or files in the steps it
     names (all by default), and each step's node selector and tolerations. `constant` names the
-    claim in the form every Kubeflow Pipelines 2.x backend reads.
+    claim in the form every Kubeflow Pipelines 2.x backend reads. Steps in `placed_elsewhere` run their work in the
+    pods of a training job, which get their node selector and tolerations instead.
     """
     executors = {}
     for step, label in sorted(executor_labels.items(), key=lambda item: item[1]):
@@ -66,9 +74,10 @@ def platform_spec(kubeflow: KubeflowSection, executor_labels: dict[str, str]) ->
             config["secretAsEnv"] = as_env
         if as_files:
             config["secretAsVolume"] = as_files
-        if step in kubeflow.node_selector:
+        placed_here = step not in placed_elsewhere
+        if placed_here and step in kubeflow.node_selector:
             config["nodeSelector"] = {"labels": dict(kubeflow.node_selector[step])}
-        if step in kubeflow.tolerations:
+        if placed_here and step in kubeflow.tolerations:
             config["tolerations"] = [_toleration(toleration) for toleration in kubeflow.tolerations[step]]
         if config:
             executors[label] = config
@@ -89,3 +98,36 @@ def mount_of(path: str, kubeflow: KubeflowSection) -> str | None:
         if path == volume.mount_path or path.startswith(volume.mount_path.rstrip("/") + "/"):
             return volume.mount_path
     return None
+
+
+def training_job_settings(config: Config) -> JobSettings | None:
+    """The settings of the train step's training job (the `kubeflow` section, as it applies to the train step), or
+    None when the strategy trains in one process. The volume must be set (checks.cluster_problems says so)."""
+    kubeflow = config.kubeflow
+    mount = kubeflow.training_mount()
+    if not cluster.multi_process(config.trainer.distribution.settings()) or mount is None:
+        return None
+    wanted = kubeflow.resources.get(TRAIN_STEP)
+    resources: dict = {}
+    if wanted is not None:
+        if wanted.cpu is not None:
+            resources["cpu"] = str(int(wanted.cpu)) if float(wanted.cpu).is_integer() else str(wanted.cpu)
+        if wanted.memory is not None:
+            resources["memory"] = wanted.memory
+        if wanted.gpu:
+            resources[wanted.gpu_type] = str(wanted.gpu)
+    secrets = [secret for secret in kubeflow.secrets if secret.steps is None or TRAIN_STEP in secret.steps]
+    return JobSettings(
+        operator=kubeflow.training_operator,
+        image=kubeflow.image or "",
+        volume_claim=mount.claim,
+        volume_mount=mount.mount_path,
+        resources=resources,
+        secrets_as_env=[{"env": variable, "secret": secret.name, "key": key}
+                        for secret in secrets for variable, key in (secret.env or {}).items()],
+        secrets_as_files=[{"secret": secret.name, "mount_path": secret.mount_path}
+                          for secret in secrets if secret.mount_path is not None],
+        node_selector=dict(kubeflow.node_selector.get(TRAIN_STEP, {})),
+        tolerations=[_toleration(toleration) for toleration in kubeflow.tolerations.get(TRAIN_STEP, [])],
+        service_account=kubeflow.service_account,
+    )

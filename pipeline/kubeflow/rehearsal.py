@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from dtfx.components.kfp_executor_input import LOCAL_ROOT_ENV, local_path_for_uri, type_title
+from dtfx.components.trainer.kubernetes_training import LOCAL_PROCESSES_ENV
 from dtfx.pipeline.kubeflow import driver
 from dtfx.pipeline.kubeflow.object_store import LauncherError, ObjectStore, is_store_uri
 
@@ -272,6 +273,8 @@ class _Run:
         env.update(image_environment())
         env["PYTHONPATH"] = os.getcwd()
         env[LOCAL_ROOT_ENV] = str(pod)
+        # No Kubernetes here: a train step compiled to create a training job starts its processes on this machine.
+        env[LOCAL_PROCESSES_ENV] = "local"
         return env
 
     def _next_id(self) -> str:

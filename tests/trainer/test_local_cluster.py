@@ -1,24 +1,25 @@
-"""dtfx.components.trainer.local_cluster: the cluster the Trainer step starts on this machine (no training here)."""
+"""dtfx.components.trainer.cluster and local_cluster: the cluster's layout, and the one the Trainer step starts on this machine
+(no training here)."""
 
 from __future__ import annotations
 
-from dtfx.components.trainer import local_cluster
+from dtfx.components.trainer import cluster, local_cluster
 
 
 def test_every_worker_gets_the_whole_cluster_on_loopback_and_its_own_index():
-    tasks = local_cluster.tasks({"strategy": "multi_worker_mirrored", "workers": 2, "parameter_servers": 1})
-    configs = local_cluster.tf_configs(tasks, [41001, 41002])
+    tasks = cluster.tasks({"strategy": "multi_worker_mirrored", "workers": 2, "parameter_servers": 1})
+    configs = cluster.tf_configs(tasks, ["127.0.0.1:41001", "127.0.0.1:41002"])
     assert [config["task"] for config in configs] == [{"type": "worker", "index": 0}, {"type": "worker", "index": 1}]
     assert all(config["cluster"] == {"worker": ["127.0.0.1:41001", "127.0.0.1:41002"]} for config in configs)
     assert all(task.finishes for task in tasks)
 
 
 def test_a_parameter_server_cluster_is_a_coordinator_worker_servers_and_parameter_servers():
-    tasks = local_cluster.tasks({"strategy": "parameter_server", "workers": 2, "parameter_servers": 2})
+    tasks = cluster.tasks({"strategy": "parameter_server", "workers": 2, "parameter_servers": 2})
     assert [task.name for task in tasks] == ["chief", "worker 0", "worker 1", "ps 0", "ps 1"]
     # Only the coordinator ends by itself; a server that ends before it has failed.
     assert [task.finishes for task in tasks] == [True, False, False, False, False]
-    configs = local_cluster.tf_configs(tasks, [41001, 41002, 41003, 41004, 41005])
+    configs = cluster.tf_configs(tasks, [f"127.0.0.1:{port}" for port in range(41001, 41006)])
     assert configs[0]["cluster"] == {
         "chief": ["127.0.0.1:41001"],
         "worker": ["127.0.0.1:41002", "127.0.0.1:41003"],
@@ -29,10 +30,10 @@ def test_a_parameter_server_cluster_is_a_coordinator_worker_servers_and_paramete
 
 
 def test_a_sidecar_evaluator_runs_beside_the_cluster_without_joining_it():
-    tasks = local_cluster.tasks({"strategy": "parameter_server", "workers": 1, "parameter_servers": 1}, sidecar=True)
+    tasks = cluster.tasks({"strategy": "parameter_server", "workers": 1, "parameter_servers": 1}, sidecar=True)
     assert [(task.name, task.finishes) for task in tasks] == [
         ("chief", True), ("worker 0", False), ("ps 0", False), ("evaluator", True)]
-    configs = local_cluster.tf_configs(tasks, [41001, 41002, 41003, 41004])
+    configs = cluster.tf_configs(tasks, ["127.0.0.1:41001", "127.0.0.1:41002", "127.0.0.1:41003", "127.0.0.1:41004"])
     assert configs[3] == {
         "cluster": {"chief": ["127.0.0.1:41001"], "worker": ["127.0.0.1:41002"], "ps": ["127.0.0.1:41003"]},
         "task": {"type": "evaluator", "index": 0},
@@ -53,12 +54,12 @@ def test_each_worker_reads_its_own_files_when_there_are_enough(tmp_path):
 
 def test_only_multi_process_strategies_with_no_cluster_given_start_processes(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
-    assert local_cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 2})
-    assert not local_cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 1})
-    assert not local_cluster.wanted({"strategy": "mirrored", "workers": 1, "devices": 2})
-    assert local_cluster.wanted({"strategy": "parameter_server", "workers": 1}), "servers are processes of their own"
+    assert cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 2})
+    assert not cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 1})
+    assert not cluster.wanted({"strategy": "mirrored", "workers": 1, "devices": 2})
+    assert cluster.wanted({"strategy": "parameter_server", "workers": 1}), "servers are processes of their own"
     monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}')
-    assert not local_cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 2}), "a cluster's job trains as told"
+    assert not cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 2}), "a cluster's job trains as told"
 
 
 def test_logs_for_a_model_run_on_a_file_system_url_are_copied_there():

@@ -1,0 +1,73 @@
+"""The processes of a training cluster: their roles, and the TF_CONFIG that tells each one which it is.
+
+One layout for every place a cluster runs: processes on this machine (local_cluster), the pods of
+a TFJob or a TrainJob on Kubernetes (kubernetes_job). A multi_worker_mirrored cluster is N
+workers, worker 0 the chief; a parameter_server cluster is a coordinating chief, N worker servers,
+M parameter servers and, with evaluation.sidecar, an evaluator that is not part of the cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from dtfx.components.registry.strategies import STRATEGIES
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One process of the cluster: its TF_CONFIG role, its index in that role, and whether it ends by itself."""
+
+    role: str  # chief | worker | ps | evaluator
+    index: int
+    finishes: bool  # trains and exits; False for a server, which runs until it is stopped
+
+    @property
+    def name(self) -> str:
+        """As the logs and errors name it: `worker 1`, `ps 0`, `chief`, `evaluator`."""
+        return self.role if self.role in ("chief", "evaluator") else f"{self.role} {self.index}"
+
+    @property
+    def log_name(self) -> str:
+        return f"{self.role}-{self.index}.log"
+
+
+def multi_process(distribution: dict[str, Any]) -> bool:
+    """Whether the strategy trains in several processes: a multi-process strategy with several workers, or servers."""
+    entry = STRATEGIES.get(distribution["strategy"])
+    return entry.processes == "workers_and_servers" or (entry.processes == "workers" and distribution.get("workers", 1) > 1)
+
+
+def wanted(distribution: dict[str, Any]) -> bool:
+    """Whether the Trainer step must have the cluster started: several processes, and no TF_CONFIG (inside a
+    cluster's process, the training runs as told)."""
+    return multi_process(distribution) and "TF_CONFIG" not in os.environ
+
+
+def tasks(distribution: dict[str, Any], sidecar: bool = False) -> list[Task]:
+    """The processes of the strategy's cluster: N training workers (worker 0 the chief), or with parameter servers
+    a coordinating chief, N worker servers and M parameter servers, and the sidecar evaluator if asked for."""
+    workers = distribution.get("workers", 1)
+    if STRATEGIES.get(distribution["strategy"]).processes == "workers":
+        return [Task("worker", index, finishes=True) for index in range(workers)]
+    servers = distribution.get("parameter_servers", 1)
+    return [
+        Task("chief", 0, finishes=True),
+        *(Task("worker", index, finishes=False) for index in range(workers)),
+        *(Task("ps", index, finishes=False) for index in range(servers)),
+        *([Task("evaluator", 0, finishes=True)] if sidecar else []),
+    ]
+
+
+def tf_configs(cluster_tasks: list[Task], addresses: list[str]) -> list[dict]:
+    """The TF_CONFIG of each task, task i listening on `addresses[i]` (host:port).
+
+    The evaluator is not part of the cluster (it serves nothing and joins no collective): its
+    TF_CONFIG names the cluster and its own role only, as Kubeflow's Training Operator gives it.
+    """
+    cluster: dict[str, list[str]] = {}
+    for task, address in zip(cluster_tasks, addresses, strict=True):
+        if task.role != "evaluator":
+            cluster.setdefault(task.role, []).append(address)
+    return [{"cluster": cluster, "task": {"type": task.role, "index": task.index}} for task in cluster_tasks]

@@ -1,0 +1,261 @@
+"""Training in the pods of a Kubernetes job: what the train step does on Kubeflow when the strategy needs several
+processes (multi_worker_mirrored with workers > 1, parameter_server).
+
+A Kubeflow Pipelines step is one pod, so the step creates a TFJob or TrainJob (dtfx.components.trainer.kubernetes_job),
+waits for it, streams its chief's log into its own, and fails when a pod of it fails, naming it. The data and the
+model pass through the training volume, which the step and the job's pods mount: the step copies its inputs to
+`<volume>/dtfx-jobs/<job>/inputs`, the chief writes `outputs`, the step copies them into its own output artifacts,
+which Kubeflow's launcher then uploads as for any step. However the step ends, it deletes the job (and so its pods)
+and the job's directory; if the step's pod itself is deleted, Kubernetes deletes the job, which the pod owns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+from dtfx.components.errors import TrainingError
+from dtfx.components.trainer.cluster import Task, tasks
+from dtfx.components.trainer.job import TrainingJob
+from dtfx.components.trainer.kubernetes_api import KubernetesApi
+from dtfx.components.trainer.kubernetes_job import OPERATORS, JobSettings, Operator, manifest
+from dtfx.components.trainer.options import TrainerOptions
+
+# Set by `dtfx rehearse`: the compiled train step starts the training's processes on this machine instead.
+LOCAL_PROCESSES_ENV = "DTFX_TRAINING_PROCESSES"
+POLL_SECONDS = 2.0
+PENDING_REPORT_SECONDS = 60.0
+TAIL_LINES = 25
+
+
+def wanted(options: TrainerOptions) -> bool:
+    """Whether this step trains through a Kubernetes job: compiled for Kubeflow, and not rehearsed on this machine."""
+    return options.training_job is not None and os.environ.get(LOCAL_PROCESSES_ENV) != "local"
+
+
+def train(job: TrainingJob, options: TrainerOptions, api: KubernetesApi | None = None) -> None:
+    """Trains in the pods of a training job and puts the chief's model and run files into `job`'s outputs.
+
+    Raises TrainingError naming the pod that failed, or what the API refused.
+    """
+    settings = JobSettings.from_dict(options.training_job)
+    operator = OPERATORS[settings.operator]
+    cluster_tasks = tasks(options.distribution, options.sidecar_evaluation)
+    api = api or KubernetesApi.from_environment()
+    name = job_name(job)
+    staging = settings.staging_dir(name)
+    with _terminated_as_exit():
+        try:
+            staged = stage_in(job, staging)
+            body = manifest(settings, name, api.namespace, cluster_tasks, os.path.join(staging, "job.json"))
+            body["metadata"].update(_owned_by_this_pod())
+            api.create(operator.group_path, operator.plural, body)
+            print(
+                f"trainer: created {operator.kind} {name} in namespace {api.namespace}: "
+                f"{', '.join(_role_counts(cluster_tasks))}; data and model through volume claim {settings.volume_claim} "
+                f"({staging})",
+                flush=True,
+            )
+            try:
+                _watch(api, operator, name, cluster_tasks)
+            finally:
+                api.delete(operator.group_path, operator.plural, name)
+            _copy_tree(staged.serving_model_dir, job.serving_model_dir)
+            _copy_tree(staged.model_run_dir, job.model_run_dir)
+        finally:
+            _remove_tree(staging)
+    if options.sidecar_evaluation:
+        from dtfx.components.trainer import sidecar
+
+        sidecar.merge_into_history(job.model_run_dir)
+
+
+def job_name(job: TrainingJob) -> str:
+    """A name of the job that is new for every execution of the step (its model-run URI is) and short enough for the
+    operator's names of pods and services (`<job>-evaluator-0` stays under 63 characters)."""
+    return "dtfx-train-" + hashlib.sha256(job.model_run_dir.encode()).hexdigest()[:12]
+
+
+def stage_in(job: TrainingJob, staging: str) -> TrainingJob:
+    """Copies the job's data and transform graph under `staging` and writes `staging/job.json`: the job as the pods
+    see it, writing its model and run files under `staging/outputs`."""
+    import tensorflow as tf
+
+    inputs = os.path.join(staging, "inputs")
+
+    def copy_files(patterns: list[str], kind: str) -> list[str]:
+        staged = []
+        for index, pattern in enumerate(patterns):
+            directory = os.path.join(inputs, f"{kind}-{index}")
+            tf.io.gfile.makedirs(directory)
+            for path in tf.io.gfile.glob(pattern):
+                tf.io.gfile.copy(path, os.path.join(directory, os.path.basename(path)), overwrite=True)
+            staged.append(os.path.join(directory, "*"))
+        return staged
+
+    staged = dataclasses.replace(
+        job,
+        train_files=copy_files(job.train_files, "train"),
+        eval_files=copy_files(job.eval_files, "eval"),
+        transform_output=os.path.join(inputs, "transform_graph"),
+        serving_model_dir=os.path.join(staging, "outputs", "serving_model"),
+        model_run_dir=os.path.join(staging, "outputs", "model_run"),
+    )
+    _copy_tree(job.transform_output, staged.transform_output)
+    with tf.io.gfile.GFile(os.path.join(staging, "job.json"), "w") as handle:
+        handle.write(staged.to_json())
+    return staged
+
+
+def _watch(api: KubernetesApi, operator: Operator, name: str, cluster_tasks: list[Task]) -> None:
+    """Waits until every pod that finishes has succeeded; raises TrainingError when a pod or the job fails."""
+    selector = f"{operator.pods_of_job}={name}"
+    follower: threading.Thread | None = None
+    reported = time.monotonic()
+    while True:
+        pods = {}
+        for pod in api.pods(selector):
+            task = _task_of(pod, operator, cluster_tasks)
+            if task is not None:
+                pods[task] = pod
+        chief = pods.get(cluster_tasks[0])
+        if follower is None and chief is not None and _phase(chief) in ("Running", "Succeeded", "Failed"):
+            follower = threading.Thread(target=_follow, args=(api, operator, cluster_tasks[0], chief), daemon=True)
+            follower.start()
+        for task, pod in pods.items():
+            if _phase(pod) == "Failed" or (_phase(pod) == "Succeeded" and not task.finishes):
+                raise _failure(api, operator, name, task, pod, cluster_tasks)
+        failed = _condition(api.get(operator.group_path, operator.plural, name), "Failed")
+        if failed is not None:
+            raise TrainingError(f"the {operator.kind} {name} failed: {failed.get('message') or failed.get('reason')}; "
+                                "nothing was saved")
+        if all(_phase(pods.get(task, {})) == "Succeeded" for task in cluster_tasks if task.finishes):
+            if follower is not None:
+                follower.join(timeout=10)
+            return
+        if time.monotonic() - reported > PENDING_REPORT_SECONDS:
+            reported = time.monotonic()
+            print(f"trainer: waiting for {operator.kind} {name}: {_waiting(pods, cluster_tasks)}", flush=True)
+        time.sleep(POLL_SECONDS)
+
+
+def _task_of(pod: dict, operator: Operator, cluster_tasks: list[Task]) -> Task | None:
+    """The task a pod of the job runs: by its replica labels (TFJob), or by its completion index (TrainJob)."""
+    metadata = pod.get("metadata", {})
+    labels = metadata.get("labels", {})
+    if operator.kind == "TFJob":
+        role, index = labels.get("training.kubeflow.org/replica-type"), labels.get("training.kubeflow.org/replica-index")
+        return next((task for task in cluster_tasks if (task.role, str(task.index)) == (role, index)), None)
+    key = "batch.kubernetes.io/job-completion-index"
+    index = labels.get(key, metadata.get("annotations", {}).get(key))
+    return cluster_tasks[int(index)] if index is not None and int(index) < len(cluster_tasks) else None
+
+
+def _phase(pod: dict) -> str | None:
+    return pod.get("status", {}).get("phase")
+
+
+def _condition(job: dict, kind: str) -> dict | None:
+    return next((condition for condition in job.get("status", {}).get("conditions", [])
+                 if condition.get("type") == kind and condition.get("status") == "True"), None)
+
+
+def _follow(api: KubernetesApi, operator: Operator, task: Task, pod: dict) -> None:
+    """Prints the chief's log lines into the step's log as they come."""
+    with contextlib.suppress(Exception):  # a broken stream must not end the step: the pods' phases decide
+        for line in api.follow_log(pod["metadata"]["name"], operator.container):
+            print(f"{task.name} | {line}", flush=True)
+
+
+def _failure(api: KubernetesApi, operator: Operator, name: str, task: Task, pod: dict,
+             cluster_tasks: list[Task]) -> TrainingError:
+    pod_name = pod["metadata"]["name"]
+    statuses = pod.get("status", {}).get("containerStatuses", [])
+    ended = next((status.get("state", {}).get("terminated") for status in statuses
+                  if status.get("name") == operator.container), None) or {}
+    if "exitCode" in ended:
+        how = f"exited with code {ended['exitCode']}" + (f" ({ended['reason']})" if ended.get("reason") else "")
+    else:
+        how = f"ended ({_phase(pod)})"
+    if _phase(pod) == "Succeeded":
+        how += ", while a server must run until the training has finished"
+    workers = sum(1 for other in cluster_tasks if other.role == "worker")
+    of = f" of {workers}" if task.role == "worker" else ""
+    tail = api.log_tail(pod_name, operator.container, TAIL_LINES).rstrip()
+    return TrainingError(
+        f"{task.name}{of} (pod {pod_name}) {how}; the {operator.kind} {name} was deleted and nothing was saved.\n"
+        f"Last lines of its log:\n{tail}"
+    )
+
+
+def _waiting(pods: dict[Task, dict], cluster_tasks: list[Task]) -> str:
+    """Which pods are not running yet and why (the scheduler's message: no node with enough GPUs...)."""
+    lines = []
+    for task in cluster_tasks:
+        pod = pods.get(task)
+        if pod is None:
+            lines.append(f"{task.name}: no pod yet")
+        elif _phase(pod) == "Pending":
+            why = [condition.get("message", "") for condition in pod.get("status", {}).get("conditions", [])
+                   if condition.get("status") == "False" and condition.get("message")]
+            lines.append(f"{task.name}: pending" + (f" ({why[0]})" if why else ""))
+    return "; ".join(lines) or "running"
+
+
+def _role_counts(cluster_tasks: list[Task]) -> list[str]:
+    counts: dict[str, int] = {}
+    for task in cluster_tasks:
+        counts[task.role] = counts.get(task.role, 0) + 1
+    return [f"{count} {role}" for role, count in counts.items()]
+
+
+def _owned_by_this_pod() -> dict:
+    """An owner reference to the step's pod (Kubeflow gives its name and uid), so that Kubernetes deletes the job
+    with the pod even when the step had no time to."""
+    name, uid = os.environ.get("KFP_POD_NAME"), os.environ.get("KFP_POD_UID")
+    if not (name and uid):
+        return {}
+    return {"ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid}]}
+
+
+@contextlib.contextmanager
+def _terminated_as_exit() -> Iterator[None]:
+    """SIGTERM (Kubernetes stopping the step's pod, a cancelled run) ends the step through its `finally` clauses,
+    which delete the job, instead of killing it on the spot."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _copy_tree(source: str, target: str) -> None:
+    import tensorflow as tf
+
+    for directory, _, files in tf.io.gfile.walk(source):
+        relative = os.path.relpath(directory, source)
+        into = target if relative == "." else os.path.join(target, relative)
+        tf.io.gfile.makedirs(into)
+        for file in files:
+            tf.io.gfile.copy(os.path.join(directory, file), os.path.join(into, file), overwrite=True)
+
+
+def _remove_tree(path: str) -> None:
+    import tensorflow as tf
+
+    if tf.io.gfile.exists(path):
+        tf.io.gfile.rmtree(path)
+

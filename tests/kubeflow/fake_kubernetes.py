@@ -1,0 +1,284 @@
+"""A Kubernetes API on 127.0.0.1 whose training jobs run as processes on this machine.
+
+Kubernetes cannot run here. This is the part of its API that the train step calls (create, get and
+delete a TFJob or TrainJob; list pods by label; read and follow a pod's log), with the part of the
+operators that matters to dtfx: each pod of a created job is a process of the pod's own command and
+environment, started with what the operator gives it:
+
+- TFJob (Kubeflow Training Operator v1): pods `<job>-<type>-<i>` labelled with the job name, replica
+  type and index, and TF_CONFIG by the operator's rule: the cluster of every replica type but the
+  evaluator, lower-cased, each replica at its service `<job>-<type>-<i>.<namespace>.svc:<port>`, the
+  pod's own type and index, and `"environment": "cloud"`.
+- TrainJob (Kubeflow Trainer v2 over JobSet): the nodes of one indexed job, pods
+  `<job>-node-0-<i>-<suffix>` with JOB_COMPLETION_INDEX, and the trainer's command and env.
+
+Where the cluster's DNS would resolve a pod's name, here each pod listens on its own free port of
+127.0.0.1, and the names in TF_CONFIG or in the TrainJob's address list are swapped for those.
+Every process dies with the test (PR_SET_PDEATHSIG) and is stopped by process group when its job is
+deleted or the fake stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import yaml
+
+from dtfx.components.processes import LOOPBACK, alive, die_with_parent, free_port
+from tests.conftest import ROOT
+
+V2_RUNTIME = ROOT / "deploy" / "kubeflow" / "trainer-v2-runtime.yaml"
+JOBS = re.compile(r"^/apis/(?P<group>[^/]+/[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>tfjobs|trainjobs)(?:/(?P<name>[^/]+))?$")
+PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(?:/(?P<name>[^/]+)/log)?$")
+INSTALLED = {"tfjobs": "kubeflow.org/v1", "trainjobs": "trainer.kubeflow.org/v1alpha1"}
+
+
+@dataclasses.dataclass
+class Pod:
+    name: str
+    labels: dict
+    container: str
+    process: subprocess.Popen
+    log: Path
+    env: dict
+
+    def phase(self) -> str:
+        code = self.process.poll()
+        return "Running" if code is None else ("Succeeded" if code == 0 else "Failed")
+
+    def as_json(self) -> dict:
+        status: dict = {"phase": self.phase()}
+        code = self.process.poll()
+        state = {"running": {}} if code is None else {"terminated": {
+            "exitCode": code if code >= 0 else 128 - code, "reason": "Completed" if code == 0 else "Error"}}
+        status["containerStatuses"] = [{"name": self.container, "state": state}]
+        return {"metadata": {"name": self.name, "labels": self.labels}, "status": status}
+
+
+class FakeKubernetes:
+    """The API server, on a free port of 127.0.0.1: `url`; jobs as processes whose logs go to `workdir`."""
+
+    def __init__(self, workdir: Path, namespace: str = "team-a", refuse: bool = False, operators=("tfjobs", "trainjobs")):
+        self.workdir, self.namespace, self.refuse, self.operators = workdir, namespace, refuse, operators
+        self.jobs: dict[str, dict] = {}
+        self.created: list[dict] = []
+        self.deleted: list[str] = []
+        self.pods: dict[str, Pod] = {}
+        self.kill_when: tuple[str, str] | None = None  # (pod name suffix, text in its log): SIGKILL it then
+        self.killed: list[str] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer((LOOPBACK, 0), _handler(self))
+        self._server.daemon_threads = True
+        self.url = f"http://{LOOPBACK}:{self._server.server_address[1]}"
+
+    def __enter__(self) -> FakeKubernetes:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._killer, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._server.shutdown()
+            self._server.server_close()
+        finally:
+            for pod in list(self.pods.values()):
+                _stop(pod)
+
+    def processes_left(self) -> list[int]:
+        return [pid for pod in self.pods.values() for pid in alive(pod.process.pid)]
+
+    # The operators.
+
+    def create(self, plural: str, body: dict) -> None:
+        name = body["metadata"]["name"]
+        self.jobs[name] = body
+        self.created.append(body)
+        specs = self._tfjob_pods(body) if plural == "tfjobs" else self._trainjob_pods(body)
+        ports = {pod_name: free_port() for pod_name, *_ in specs}
+        for pod_name, labels, container, env, dns_names in specs:
+            resolved = {dns: f"{LOOPBACK}:{ports[owner]}" for dns, owner in dns_names.items()}
+            env = {key: _resolve(value, resolved) for key, value in env.items()}
+            command = [sys.executable if word == "python" else word for word in container["command"]]
+            log = self.workdir / f"{pod_name}.log"
+            with open(log, "w") as handle:
+                process = subprocess.Popen(
+                    command, env={**os.environ, **env, "PYTHONUNBUFFERED": "1"}, stdout=handle, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent,
+                )
+            self.pods[pod_name] = Pod(pod_name, labels, container["name"], process, log, env)
+
+    def _tfjob_pods(self, body: dict) -> list[tuple]:
+        name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
+        replicas = body["spec"]["tfReplicaSpecs"]
+        service = {(kind.lower(), index): f"{name}-{kind.lower()}-{index}.{namespace}.svc:2222"
+                   for kind, spec in replicas.items() for index in range(spec["replicas"])}
+        cluster: dict[str, list[str]] = {}
+        for (kind, _), address in service.items():
+            if kind != "evaluator":  # not part of the training cluster
+                cluster.setdefault(kind, []).append(address)
+        specs = []
+        for kind, index in service:
+            (container,) = [c for c in replicas[kind.title() if kind != "ps" else "PS"]["template"]["spec"]["containers"]
+                            if c["name"] == "tensorflow"]  # the operator runs the container named tensorflow
+            pod_name = f"{name}-{kind}-{index}"
+            labels = {"training.kubeflow.org/job-name": name, "training.kubeflow.org/replica-type": kind,
+                      "training.kubeflow.org/replica-index": str(index)}
+            config = {"cluster": cluster, "task": {"type": kind, "index": index}, "environment": "cloud"}
+            env = {**_plain_env(container), "TF_CONFIG": json.dumps(config)}
+            owners = {svc: f"{name}-{k}-{i}" for (k, i), svc in service.items()}
+            specs.append((pod_name, labels, container, env, owners))
+        return specs
+
+    def _trainjob_pods(self, body: dict) -> list[tuple]:
+        runtime = yaml.safe_load(V2_RUNTIME.read_text())
+        assert body["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"]
+        (job,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+        (runtime_container,) = job["template"]["spec"]["template"]["spec"]["containers"]
+        name, trainer = body["metadata"]["name"], body["spec"]["trainer"]
+        container = {**runtime_container, "command": trainer["command"]}
+        env = _plain_env(trainer)
+        dns = {f"{name}-{job['name']}-0-{index}.{name}:2222": f"{name}-{job['name']}-0-{index}-x7k2p"
+               for index in range(trainer["numNodes"])}
+        specs = []
+        for index in range(trainer["numNodes"]):
+            labels = {"jobset.sigs.k8s.io/jobset-name": name, "batch.kubernetes.io/job-completion-index": str(index)}
+            specs.append((f"{name}-{job['name']}-0-{index}-x7k2p", labels, container,
+                          {**env, "JOB_COMPLETION_INDEX": str(index)}, dns))
+        return specs
+
+    def delete(self, name: str) -> bool:
+        if self.jobs.pop(name, None) is None:
+            return False
+        self.deleted.append(name)
+        for pod_name in [pod for pod in self.pods if pod.startswith(name)]:
+            _stop(self.pods[pod_name])
+        return True
+
+    def _killer(self) -> None:
+        while True:
+            time.sleep(0.2)
+            if self.kill_when is None:
+                continue
+            suffix, text = self.kill_when
+            for pod in list(self.pods.values()):
+                if pod.name.endswith(suffix) and pod.process.poll() is None and text in pod.log.read_text(errors="replace"):
+                    os.killpg(pod.process.pid, signal.SIGKILL)
+                    self.killed.append(pod.name)
+                    self.kill_when = None
+
+
+def _plain_env(container: dict) -> dict[str, str]:
+    """The container's env; a value from a secret becomes a marker naming it (there are no secrets here)."""
+    env = {}
+    for item in container.get("env", []):
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        else:
+            ref = item["valueFrom"]["secretKeyRef"]
+            env[item["name"]] = f"secret:{ref['name']}/{ref['key']}"
+    return env
+
+
+def _resolve(value: str, addresses: dict[str, str]) -> str:
+    for name, address in addresses.items():
+        value = value.replace(name, address)
+    return value
+
+
+def _stop(pod: Pod) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pod.process.pid, signal.SIGKILL)
+    pod.process.wait()
+
+
+def _handler(fake: FakeKubernetes):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:  # quiet
+            pass
+
+        def _reply(self, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _status(self, code: int, message: str) -> None:
+            self._reply(code, {"kind": "Status", "status": "Failure", "message": message, "code": code})
+
+        def _route(self, method: str) -> None:
+            url = urllib.parse.urlparse(self.path)
+            query = dict(urllib.parse.parse_qsl(url.query))
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else {}
+            if fake.refuse:
+                return self._status(403, f'{url.path} is forbidden: User "system:serviceaccount:{fake.namespace}:'
+                                         'default-editor" cannot create resource')
+            jobs, pods = JOBS.match(url.path), PODS.match(url.path)
+            if jobs:
+                plural, name = jobs["plural"], jobs["name"]
+                if plural not in fake.operators or jobs["group"] != INSTALLED[plural]:
+                    return self._status(404, "the server could not find the requested resource")
+                with fake._lock:
+                    if method == "POST":
+                        fake.create(plural, body)
+                        return self._reply(201, body)
+                    if method == "DELETE":
+                        found = fake.delete(name)
+                        return self._reply(200, {}) if found else self._status(404, f"{plural} {name!r} not found")
+                    job = fake.jobs.get(name)
+                    return self._reply(200, {**job, "status": {}}) if job else self._status(404, f"{name!r} not found")
+            if pods and method == "GET" and pods["name"] is None:
+                key, _, value = query.get("labelSelector", "").partition("=")
+                items = [pod.as_json() for pod in list(fake.pods.values()) if pod.labels.get(key) == value]
+                return self._reply(200, {"kind": "PodList", "items": items})
+            if pods and method == "GET":
+                pod = fake.pods.get(pods["name"])
+                if pod is None or query.get("container") != pod.container:
+                    return self._status(404, f"pod or container not found: {pods['name']} {query.get('container')}")
+                return self._log(pod, query)
+            return self._status(404, f"not served by this fake: {method} {url.path}")
+
+        def _log(self, pod: Pod, query: dict) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            if query.get("follow") != "true":
+                lines = pod.log.read_text(errors="replace").splitlines()[-int(query.get("tailLines", 10**9)):]
+                self.wfile.write(("\n".join(lines) + "\n").encode())
+                return
+            with open(pod.log, "rb") as handle:
+                while True:
+                    chunk = handle.read()
+                    if chunk:
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                    elif pod.process.poll() is not None:
+                        return
+                    else:
+                        time.sleep(0.1)
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._route("GET")
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._route("POST")
+
+        def do_DELETE(self) -> None:  # noqa: N802
+            self._route("DELETE")
+
+    return Handler

@@ -1,0 +1,164 @@
+"""Training in several pods on Kubeflow: what `dtfx compile` writes, and what the train step asks of Kubernetes.
+
+The manifests are checked against golden copies; a TrainJob node's TF_CONFIG against the local cluster's; and the
+train step's calls against a Kubernetes API on 127.0.0.1 (tests/kubeflow/fake_kubernetes.py) that refuses them as a
+cluster would. Training through the job, with real worker processes, is in test_training_job_runs.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dtfx.components.errors import TrainingError
+from dtfx.components.trainer import cluster, kubernetes_job, kubernetes_training
+from dtfx.components.trainer.job import TrainingJob
+from dtfx.components.trainer.kubernetes_api import KubernetesApi
+from dtfx.components.trainer.options import TrainerOptions
+from tests.conftest import ROOT
+from tests.kubeflow.fake_kubernetes import FakeKubernetes
+from tests.kubeflow.test_compile import PLACEMENT, cli, cluster_config, normalised, write
+
+PARAMETER_SERVERS = {
+    "trainer.distribution": {"strategy": "parameter_server", "workers": 2, "parameter_servers": 2},
+    "trainer.evaluation": {"sidecar": True},
+}
+MULTI_WORKER = {"trainer.distribution": {"strategy": "multi_worker_mirrored", "workers": 2}}
+ON_THE_VOLUME = {"kubeflow.training_volume": "dtfx-data"}
+CASES = {
+    "tfjob": {**PLACEMENT, **PARAMETER_SERVERS, **ON_THE_VOLUME},
+    "trainjob": {**PLACEMENT, **MULTI_WORKER, **ON_THE_VOLUME, "kubeflow.training_operator": "v2"},
+}
+
+
+def compile_case(tmp_path: Path, capsys, case: str) -> tuple[dict, dict, dict, str]:
+    """(training job manifest, pipeline spec, platform spec, stdout) of `dtfx compile` for one of CASES."""
+    config = write(tmp_path / "config.yaml", cluster_config(**CASES[case]))
+    code, out, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "pipeline.yaml"))
+    assert code == 0, err
+    pipeline, platform = yaml.safe_load_all((tmp_path / "pipeline.yaml").read_text())
+    return yaml.safe_load((tmp_path / "pipeline.training-job.yaml").read_text()), pipeline, platform, out
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden_training_job_of_each_operator(tmp_path, capsys, case):
+    compile_case(tmp_path, capsys, case)
+    actual = normalised((tmp_path / "pipeline.training-job.yaml").read_text(), tmp_path)
+    golden = ROOT / "tests" / "golden" / f"kubeflow_training_job_{case}.yaml"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(actual)
+    assert actual == golden.read_text(), "the training job manifest changed; if intended, run `make golden`"
+    assert "&id" not in actual, "no YAML aliases: each pod template is written out"
+
+
+def test_a_tfjob_has_a_replica_spec_per_role_and_gpus_only_where_steps_are_computed(tmp_path, capsys):
+    job, pipeline, platform, out = compile_case(tmp_path, capsys, "tfjob")
+    replicas = job["spec"]["tfReplicaSpecs"]
+    assert {kind: spec["replicas"] for kind, spec in replicas.items()} == {"Chief": 1, "Worker": 2, "PS": 2, "Evaluator": 1}
+    for kind, spec in replicas.items():
+        pod = spec["template"]["spec"]
+        (container,) = pod["containers"]
+        assert container["name"] == "tensorflow" and spec["restartPolicy"] == "Never"
+        assert container["command"] == ["python", "-m", "dtfx.components.trainer.worker",
+                                        "/mnt/dtfx/dtfx-jobs/dtfx-train-RUN/job.json"]
+        assert {"name": "dtfx-training", "persistentVolumeClaim": {"claimName": "dtfx-data"}} in pod["volumes"]
+        assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"} and len(pod["tolerations"]) == 2
+        assert [env["name"] for env in container["env"]] == ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
+        assert ("nvidia.com/gpu" in container["resources"]["limits"]) == (kind == "Worker"), kind
+        assert container["resources"]["limits"]["memory"] == "8Gi"
+    assert "the train step creates a TFJob in each run, which trains in 6 pods" in out
+
+    # The step's own pod waits for the job: train's resources and placement are the job's pods', not its own.
+    label = pipeline["components"]["train"]["executorLabel"]
+    assert "resources" not in pipeline["deploymentSpec"]["executors"][label]["container"]
+    executor = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][label]
+    assert "nodeSelector" not in executor and "tolerations" not in executor and executor["pvcMount"]
+    transform = pipeline["components"]["transform"]["executorLabel"]
+    assert pipeline["deploymentSpec"]["executors"][transform]["container"]["resources"]["cpuLimit"] == 2
+
+
+def test_a_trainjob_node_builds_the_tf_config_the_local_cluster_gives(tmp_path, capsys):
+    settings = kubernetes_job.JobSettings(
+        operator="v2", image="i", volume_claim="c", volume_mount="/mnt/c", resources={}, secrets_as_env=[],
+        secrets_as_files=[], node_selector={}, tolerations=[], service_account=None,
+    )
+    tasks = cluster.tasks(PARAMETER_SERVERS["trainer.distribution"], sidecar=True)
+    job = kubernetes_job.manifest(settings, "dtfx-train-abc", "team-a", tasks, "/mnt/c/job.json")
+    assert job["spec"]["trainer"]["numNodes"] == 6
+    env = {item["name"]: item["value"] for item in job["spec"]["trainer"]["env"]}
+    addresses = [f"dtfx-train-abc-node-0-{index}.dtfx-train-abc:2222" for index in range(6)]
+    expected = cluster.tf_configs(tasks, addresses)
+    for index in range(6):
+        assert kubernetes_job.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": str(index)}) == expected[index]
+    assert expected[5]["task"] == {"type": "evaluator", "index": 0} and "evaluator" not in expected[5]["cluster"]
+    assert kubernetes_job.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": "0", "TF_CONFIG": "{}"}) is None
+    assert kubernetes_job.tf_config_from_environment({"JOB_COMPLETION_INDEX": "0"}) is None
+
+
+@pytest.mark.parametrize(("keys", "where", "message"), [
+    (MULTI_WORKER, "kubeflow.training_volume", "required to train in several pods"),
+    ({**MULTI_WORKER, "kubeflow.training_volume": "scratch"}, "kubeflow.training_volume", "'scratch' is not a mounted claim"),
+    ({"kubeflow.training_operator": "v3"}, "kubeflow.training_operator", "'v1' or 'v2'"),
+])
+def test_training_job_mistakes_exit_2_naming_the_yaml_path(tmp_path, capsys, keys, where, message):
+    config = write(tmp_path / "config.yaml", cluster_config(**keys))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 2, err
+    assert where in err and message in err, err
+    assert not (tmp_path / "p.yaml").exists() and not (tmp_path / "p.training-job.yaml").exists()
+
+
+def small_job(tmp_path: Path, operator: str = "v1") -> tuple[TrainingJob, TrainerOptions]:
+    """A job over two tiny files, for calls that fail before any pod runs."""
+    from dtfx.pipeline.builder import trainer_options
+    from dtfx.pipeline.kubeflow.platform import training_job_settings
+    from dtfx.pipeline.loader import load_config
+
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    keys = {**MULTI_WORKER, "kubeflow.volumes": [{"claim": "shared", "mount_path": str(volume)}],
+            "kubeflow.training_volume": "shared", "kubeflow.training_operator": operator}
+    config = load_config(str(write(tmp_path / "config.yaml", cluster_config(**keys))), check_data=False)
+    for name in ("train/part-0.gz", "eval/part-0.gz", "graph/saved_model.pb"):
+        (tmp_path / "in" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "in" / name).write_bytes(b"x")
+    job = TrainingJob(
+        train_files=[str(tmp_path / "in" / "train" / "*")], eval_files=[str(tmp_path / "in" / "eval" / "*")],
+        transform_output=str(tmp_path / "in" / "graph"), serving_model_dir=str(tmp_path / "out" / "serving"),
+        model_run_dir=str(tmp_path / "out" / "model_run"), train_steps=10, eval_steps=1,
+        custom_config={},
+    )
+    return job, trainer_options(config, training_job_settings(config))
+
+
+def test_a_service_account_without_the_role_is_told_which_manifest_to_apply(tmp_path):
+    job, options = small_job(tmp_path)
+    with FakeKubernetes(tmp_path, refuse=True) as fake:
+        with pytest.raises(TrainingError) as refused:
+            kubernetes_training.train(job, options, KubernetesApi(fake.url, fake.namespace))
+    message = str(refused.value)
+    assert "(403)" in message and "deploy/kubeflow/training-job-rbac.yaml" in message and "namespace team-a" in message
+    assert not fake.pods
+    assert os.listdir(tmp_path / "volume" / "dtfx-jobs") == [], "the job's directory is removed"
+
+
+@pytest.mark.parametrize(("operator", "missing"), [("v1", "tfjobs"), ("v2", "trainjobs")])
+def test_a_cluster_without_the_operator_is_named(tmp_path, operator, missing):
+    job, options = small_job(tmp_path, operator)
+    installed = tuple(plural for plural in ("tfjobs", "trainjobs") if plural != missing)
+    with FakeKubernetes(tmp_path, operators=installed) as fake:
+        with pytest.raises(TrainingError, match=f"has no {missing} .*is the operator of kubeflow.training_operator installed"):
+            kubernetes_training.train(job, options, KubernetesApi(fake.url, fake.namespace))
+    assert os.listdir(tmp_path / "volume" / "dtfx-jobs") == []
+
+
+def test_options_carry_the_job_settings_only_when_compiled_for_kubeflow(tmp_path):
+    job, options = small_job(tmp_path)
+    assert options.training_job["operator"] == "v1" and options.training_job["volume_claim"] == "shared"
+    assert kubernetes_training.wanted(options)
+    assert json.loads(options.to_json()) == options.to_dict()
+    assert kubernetes_training.job_name(job).startswith("dtfx-train-") and len(kubernetes_training.job_name(job)) == 23
