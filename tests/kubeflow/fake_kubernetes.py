@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
@@ -79,6 +80,7 @@ class FakeKubernetes:
         self.kill_when: tuple[str, str] | None = None  # (pod name suffix, text in its log): SIGKILL it then
         self.killed: list[str] = []
         self._lock = threading.Lock()
+        self._starts: queue.Queue = queue.Queue()
         self._server = ThreadingHTTPServer((LOOPBACK, 0), _handler(self))
         self._server.daemon_threads = True
         self.url = f"http://{LOOPBACK}:{self._server.server_address[1]}"
@@ -86,6 +88,7 @@ class FakeKubernetes:
     def __enter__(self) -> FakeKubernetes:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         threading.Thread(target=self._killer, daemon=True).start()
+        threading.Thread(target=self._starter, daemon=True).start()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -112,12 +115,24 @@ class FakeKubernetes:
             env = {key: _resolve(value, resolved) for key, value in env.items()}
             command = [sys.executable if word == "python" else word for word in container["command"]]
             log = self.workdir / f"{pod_name}.log"
-            with open(log, "w") as handle:
-                process = subprocess.Popen(
-                    command, env={**os.environ, **env, "PYTHONUNBUFFERED": "1"}, stdout=handle, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent,
-                )
+            process = self._start(command, {**os.environ, **env, "PYTHONUNBUFFERED": "1"}, log)
             self.pods[pod_name] = Pod(pod_name, labels, container["name"], process, log, env)
+
+    def _start(self, command: list[str], env: dict, log: Path) -> subprocess.Popen:
+        """Starts a pod's process from the fake's own long-lived thread: PR_SET_PDEATHSIG fires when the thread that
+        started a process ends, and the thread of an HTTP request ends with the request."""
+        done: queue.Queue = queue.Queue()
+        self._starts.put((command, env, log, done))
+        return done.get()
+
+    def _starter(self) -> None:
+        while True:
+            command, env, log, done = self._starts.get()
+            with open(log, "w") as handle:
+                done.put(subprocess.Popen(
+                    command, env=env, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True, preexec_fn=die_with_parent,
+                ))
 
     def _tfjob_pods(self, body: dict) -> list[tuple]:
         name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
