@@ -74,6 +74,8 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
             processes = f" in {trainer.processes} worker processes" if trainer.processes > 1 else ""
             where = f"{trainer.replicas} replica(s){processes}"
         print(f"trainer: {where} ({trainer.strategy}), {trainer.examples_per_second:.0f} examples/s, {trainer.train_steps} steps")
+        if trainer.input_sharding:
+            print(f"  input sharding: {trainer.input_sharding}")
         for name, servers in trainer.sharded_variables().items():
             print(f"  {name}: {len(servers)} shards on {', '.join(servers)}")
     evaluator = summary.evaluator

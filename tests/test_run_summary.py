@@ -85,3 +85,13 @@ def test_train_stats_figures_show_the_cluster_and_where_each_variable_lives(tmp_
     assert figures["variable embedding/embeddings on"] == "ps 0, ps 1" and figures["variable dense/kernel on"] == "ps 1"
     assert figures["worker 1 reads"] == "part-0.gz"
     assert stats.sharded_variables() == {"embedding/embeddings": ["ps 0", "ps 1"]}
+
+
+def test_how_workers_split_the_training_files_is_said():
+    from dtfx.components.trainer.stats import input_sharding_of
+
+    assert input_sharding_of(4, 1, coordinated=False) == ""
+    assert input_sharding_of(4, 2, coordinated=False).startswith("FILE: each worker reads its own files")
+    assert input_sharding_of(1, 2, coordinated=False) == (
+        "DATA: 1 file(s) for 2 workers, so every worker reads them all and keeps one batch in 2")
+    assert input_sharding_of(1, 2, coordinated=True).startswith("none: every worker reads every file")

@@ -26,7 +26,7 @@ from dtfx.components.trainer import cluster, dataset, devices, kubernetes_traini
 from dtfx.components.trainer.job import TrainingJob
 from dtfx.components.trainer.network import ModelInputs
 from dtfx.components.trainer.options import TrainerOptions
-from dtfx.components.trainer.stats import TrainStats
+from dtfx.components.trainer.stats import TrainStats, input_sharding_of
 from dtfx.components.trainer.throughput import Throughput
 
 
@@ -139,6 +139,7 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
     )
     tf.saved_model.save(network, fn_args.serving_model_dir, signatures=signatures)
     cluster = {role: len(addresses) for role, addresses in devices.cluster_of(strategy).items()}
+    worker_files = local_cluster.files_per_worker(fn_args.train_files, workers, own_share=not coordinated)
     TrainStats(
         strategy=options.distribution["strategy"],
         replicas=strategy.num_replicas_in_sync,
@@ -149,7 +150,8 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
         examples_per_second=round(throughput.examples_per_second() or steps * batch_size / seconds, 1),
         parameters=int(network.count_params()),
         processes=workers,
-        worker_files=local_cluster.files_per_worker(fn_args.train_files, workers, own_share=not coordinated),
+        worker_files=worker_files,
+        input_sharding=input_sharding_of(len({name for names in worker_files for name in names}), workers, coordinated),
         parameter_servers=cluster.get("ps", 0),
         cluster=cluster,
         variable_servers=devices.variable_servers(network.variables),

@@ -27,6 +27,8 @@ class TrainStats:
     processes: int = 1  # worker processes that trained together (multi_worker_mirrored, parameter_server)
     # The training files each worker read; one list per worker (all the same: every worker read every file).
     worker_files: list[list[str]] = dataclasses.field(default_factory=list)
+    # With several workers, how they split the training data (input_sharding_of): FILE, DATA or none.
+    input_sharding: str = ""
     parameter_servers: int = 0  # parameter_server: the processes that held the variables
     # The processes of the cluster by TF_CONFIG role, {"chief": 1, "worker": 2, "ps": 2}; {} for one process.
     cluster: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -42,6 +44,8 @@ class TrainStats:
         parameter servers, where each variable lives."""
         lists = ("history", "worker_files", "variable_servers", "cluster")
         figures = {key: value for key, value in dataclasses.asdict(self).items() if key not in lists}
+        if not self.input_sharding:
+            figures.pop("input_sharding")
         if self.cluster:
             figures["cluster"] = ", ".join(f"{role} × {count}" for role, count in self.cluster.items())
         if self.processes > 1:
@@ -71,3 +75,14 @@ class TrainStats:
             return None
         with open(path, encoding="utf-8") as handle:
             return cls.from_dict(json.load(handle))
+
+
+def input_sharding_of(files: int, workers: int, coordinated: bool) -> str:
+    """How `workers` workers split `files` training files, as the summary says it (tf.data's auto-sharding policy)."""
+    if workers <= 1:
+        return ""
+    if coordinated:
+        return "none: every worker reads every file, in an order of its own (parameter servers)"
+    if files >= workers:
+        return "FILE: each worker reads its own files"
+    return f"DATA: {files} file(s) for {workers} workers, so every worker reads them all and keeps one batch in {workers}"
