@@ -32,6 +32,8 @@ LOCAL_PROCESSES_ENV = "DTFX_TRAINING_PROCESSES"
 POLL_SECONDS = 2.0
 PENDING_REPORT_SECONDS = 60.0
 TAIL_LINES = 25
+LOG_LINES_KEPT = 100_000
+LOGS_DIR = "logs"  # in the model run, as local_cluster keeps the processes' logs
 
 
 def wanted(options: TrainerOptions) -> bool:
@@ -64,6 +66,7 @@ def train(job: TrainingJob, options: TrainerOptions, api: KubernetesApi | None =
             )
             try:
                 _watch(api, operator, name, cluster_tasks)
+                keep_logs(api, operator, name, cluster_tasks, os.path.join(staged.model_run_dir, LOGS_DIR))
             finally:
                 api.delete(operator.group_path, operator.plural, name)
             _copy_tree(staged.serving_model_dir, job.serving_model_dir)
@@ -143,6 +146,19 @@ def _watch(api: KubernetesApi, operator: Operator, name: str, cluster_tasks: lis
             reported = time.monotonic()
             print(f"trainer: waiting for {operator.kind} {name}: {_waiting(pods, cluster_tasks)}", flush=True)
         time.sleep(POLL_SECONDS)
+
+
+def keep_logs(api: KubernetesApi, operator: Operator, name: str, cluster_tasks: list[Task], logs_dir: str) -> None:
+    """Writes each pod's log to `logs_dir/<role>-<i>.log`, as the local processes' logs are kept, before the job and
+    its pods, and so their logs, are deleted."""
+    import tensorflow as tf
+
+    tf.io.gfile.makedirs(logs_dir)
+    for pod in api.pods(f"{operator.pods_of_job}={name}"):
+        task = _task_of(pod, operator, cluster_tasks)
+        if task is not None:
+            with tf.io.gfile.GFile(os.path.join(logs_dir, task.log_name), "w") as handle:
+                handle.write(api.log_tail(pod["metadata"]["name"], operator.container, LOG_LINES_KEPT))
 
 
 def _task_of(pod: dict, operator: Operator, cluster_tasks: list[Task]) -> Task | None:

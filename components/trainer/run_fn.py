@@ -138,7 +138,7 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
         network, inputs.tft_output, inputs.numeric + list(inputs.categorical), label, task, inputs.classes
     )
     tf.saved_model.save(network, fn_args.serving_model_dir, signatures=signatures)
-    cluster = {role: len(addresses) for role, addresses in devices.cluster_of(strategy).items()}
+    roles = {role: len(addresses) for role, addresses in devices.cluster_of(strategy).items()}
     worker_files = local_cluster.files_per_worker(fn_args.train_files, workers, own_share=not coordinated)
     TrainStats(
         strategy=options.distribution["strategy"],
@@ -152,8 +152,8 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
         processes=workers,
         worker_files=worker_files,
         input_sharding=input_sharding_of(len({name for names in worker_files for name in names}), workers, coordinated),
-        parameter_servers=cluster.get("ps", 0),
-        cluster=cluster,
+        parameter_servers=roles.get("ps", 0),
+        cluster=roles,
         variable_servers=devices.variable_servers(network.variables),
         history={key: [float(v) for v in values] for key, values in history.items()},
     ).write(fn_args.model_run_dir)

@@ -78,7 +78,10 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
     labels = {step: spec["components"][step]["executorLabel"] for step in steps if step in spec["components"]}
     in_job_pods = {platform.TRAIN_STEP} if training_job else set()
     write_spec(output, spec, platform.platform_spec(config.kubeflow, labels, placed_elsewhere=in_job_pods))
-    if training_job is not None:
+    if training_job is None:
+        with contextlib.suppress(FileNotFoundError):  # from an earlier compile to this file: no longer true
+            os.remove(training_job_path(output))
+    else:
         job_path = write_training_job(output, config, training_job)
         notes.append(
             f"the train step creates a {OPERATORS[training_job.operator].kind} in each run, which trains in "

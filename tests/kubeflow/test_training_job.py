@@ -81,6 +81,14 @@ def test_a_tfjob_has_a_replica_spec_per_role_and_gpus_only_where_steps_are_compu
     assert pipeline["deploymentSpec"]["executors"][transform]["container"]["resources"]["cpuLimit"] == 2
 
 
+def test_compiling_a_one_process_training_removes_an_earlier_training_job_file(tmp_path, capsys):
+    compile_case(tmp_path, capsys, "tfjob")
+    config = write(tmp_path / "config.yaml", cluster_config(**PLACEMENT))
+    code, out, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "pipeline.yaml"))
+    assert code == 0, err
+    assert not (tmp_path / "pipeline.training-job.yaml").exists() and "training job" not in out
+
+
 def test_a_trainjob_node_builds_the_tf_config_the_local_cluster_gives(tmp_path, capsys):
     settings = kubernetes_job.JobSettings(
         operator="v2", image="i", volume_claim="c", volume_mount="/mnt/c", resources={}, secrets_as_env=[],

@@ -77,6 +77,8 @@ def test_a_tfjob_of_parameter_servers_and_a_sidecar_evaluator_trains_and_returns
         assert_nothing_left(fake, volume)
 
     assert (Path(job.serving_model_dir) / "saved_model.pb").exists()
+    logs = sorted(path.name for path in (Path(job.model_run_dir) / "logs").iterdir())
+    assert logs == ["chief-0.log", "evaluator-0.log", "ps-0.log", "worker-0.log"], "each pod's log kept in the model run"
     stats = TrainStats.read(job.model_run_dir)
     assert stats.cluster == {"chief": 1, "worker": 1, "ps": 1}
     assert len(stats.history["val_loss"]) == 2, "the sidecar evaluator's two evaluations joined the history"
