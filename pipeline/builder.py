@@ -24,6 +24,7 @@ from dtfx.components.registry.metrics import METRICS
 from dtfx.components.registry.models import model_type_of
 from dtfx.components.trainer.kubernetes_job import JobSettings
 from dtfx.components.trainer.options import InputOptions, TrainerOptions
+from dtfx.components.transform.component import ShardedTransform
 from dtfx.components.transform.options import TransformOptions
 from dtfx.pipeline import layout
 from dtfx.pipeline.beam_args import pipeline_args
@@ -76,7 +77,7 @@ def build_pipeline(
 
     transform = add(
         "transform",
-        tfx.components.Transform(
+        ShardedTransform(
             examples=example_gen.outputs["examples"],
             schema=schema,
             preprocessing_fn=PREPROCESSING_FN,
@@ -133,13 +134,14 @@ def ingest_options(config: Config) -> IngestOptions:
 
 
 def transform_options(config: Config) -> TransformOptions:
-    """The Transform step's options: the label, the task and the feature lists."""
+    """The Transform step's options: the label, the task, the feature lists and the shards of its output."""
     return TransformOptions(
         label=config.data.label,
         task=config.data.task,
         numeric=config.features.numeric,
         categorical=config.features.categorical,
         oov_buckets=config.features.vocabulary_oov_buckets,
+        num_shards=config.data.sharding.num_shards,
     )
 
 

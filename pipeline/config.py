@@ -36,7 +36,10 @@ class PipelineSection(Section):
 
 
 class ShardingSection(Section):
-    num_shards: PositiveInt = Field(4, le=1024, description="TFRecord files written per split.")
+    num_shards: PositiveInt = Field(
+        4, le=1024, description="TFRecord files written per split, by ingest and by Transform: the unit of data a training "
+        "worker reads, so at least trainer.distribution.workers for each worker to read files of its own."
+    )
     strategy: Literal["hash", "index", "block", "random"] = Field(
         "hash",
         description="How rows are assigned to shards: hash of `key` (or of the whole row), row index "

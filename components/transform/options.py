@@ -14,3 +14,4 @@ class TransformOptions(StepOptions):
     numeric: list[str] | None  # None with categorical None: kinds inferred from the column types
     categorical: list[str] | None
     oov_buckets: int  # vocabulary buckets for categories unseen in the training data
+    num_shards: int  # files of transformed examples per split (data.sharding.num_shards, as ingest writes)

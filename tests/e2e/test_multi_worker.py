@@ -53,14 +53,15 @@ def test_two_worker_processes_train_and_push_penguins(write_config, tmp_path):
     summary = summary_of(result)
     assert (summary.trainer.processes, summary.trainer.replicas, summary.trainer.cluster) == (2, 2, {"worker": 2})
     assert "trainer: 2 replica(s) in 2 worker processes (multi_worker_mirrored)" in result.stdout
-    assert "input sharding: DATA: 1 file(s) for 2 workers" in result.stdout
+    assert "input sharding: FILE: each worker reads its own files" in result.stdout
     assert summary.push.pushed and (Path(summary.push.directory) / "saved_model.pb").is_file()
     logs = next(tmp_path.glob("outputs/penguins/artifacts/train/model_run/*/logs"))
     assert sorted(path.name for path in logs.glob("worker-*.log")) == ["worker-0.log", "worker-1.log"]
-    # Transform writes one file per split: both workers read it and keep every other batch.
+    # Transform writes data.sharding.num_shards (4) files per split: each worker reads two of its own.
     stats = json.loads(next(logs.parent.glob("train_stats.json")).read_text())
-    assert len(stats["worker_files"]) == 2 and stats["worker_files"][0] == stats["worker_files"][1]
-    assert stats["input_sharding"].startswith("DATA: 1 file(s) for 2 workers"), "Transform writes one file per split"
+    first, second = stats["worker_files"]
+    assert len(first) == len(second) == 2 and not set(first) & set(second)
+    assert stats["input_sharding"] == "FILE: each worker reads its own files"
     assert worker_processes(str(tmp_path)) == {}
 
 

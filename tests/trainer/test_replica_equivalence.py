@@ -91,7 +91,7 @@ def test_two_worker_processes_match_one_replica(tmp_path, data_dirs):
     assert_same_weights(chief, one)
 
 
-def test_worker_processes_the_trainer_step_starts_match_one_replica(tmp_path, write_config, penguins_transform):
+def test_worker_processes_the_trainer_step_starts_match_one_replica(tmp_path, write_config):
     """The Trainer step's own cluster (2 workers × 1 replica, dtfx.components.trainer.local_cluster) and 1 worker ×
     2 replicas against one replica, on the same Transform output, global batch and data order: the same weights."""
     import tensorflow as tf
@@ -100,9 +100,16 @@ def test_worker_processes_the_trainer_step_starts_match_one_replica(tmp_path, wr
     from dtfx.components.trainer.job import TrainingJob
     from dtfx.pipeline.builder import trainer_options
     from dtfx.pipeline.loader import load_config
+    from tests.conftest import run_dtfx
 
-    common = {"trainer__input__shuffle_buffer": 0, "trainer__steps_per_execution": 1, "trainer__train_steps": 20}
-    examples, graph = penguins_transform
+    # One file per split: two workers then share its batches (DATA), in the order one replica reads them.
+    common = {"trainer__input__shuffle_buffer": 0, "trainer__steps_per_execution": 1, "trainer__train_steps": 20,
+              "data__sharding__num_shards": 1}
+    prepared = run_dtfx("run", str(write_config(**common)), "--until", "transform")
+    assert prepared.returncode == 0, prepared.stdout + prepared.stderr
+    transform = tmp_path / "outputs" / "penguins" / "artifacts" / "transform"
+    (examples,) = (transform / "transformed_examples").iterdir()
+    (graph,) = (transform / "transform_graph").iterdir()
 
     def job(name: str, distribution: dict) -> TrainingJob:
         config = load_config(str(write_config(name=f"{name}.yaml", trainer__distribution=distribution, **common)))
