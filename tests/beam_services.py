@@ -68,7 +68,8 @@ def _start(role: str, port: int) -> subprocess.Popen:
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return subprocess.Popen([sys.executable, "-m", "tests.beam_services", role, str(port)], cwd=root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=die_with_parent)
 
 
 def _wait_ready(process: subprocess.Popen, timeout: float) -> None:

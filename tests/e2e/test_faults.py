@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dtfx.components.processes import die_with_parent
 from tests.conftest import run_dtfx
 from tests.e2e.test_gates import versions
 from tests.e2e.test_local_run import summary_of
@@ -31,7 +32,7 @@ def run_until_killed(config: Path, node: str) -> str:
     """Runs `dtfx run` and SIGKILLs its process group as soon as it reports `node` finished; returns its output."""
     dtfx = Path(sys.executable).parent / "dtfx"
     process = subprocess.Popen([str(dtfx), "run", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, start_new_session=True)
+                               text=True, start_new_session=True, preexec_fn=die_with_parent)
     seen = []
     try:
         for line in process.stdout:

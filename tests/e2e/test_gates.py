@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from dtfx.components.processes import die_with_parent
 from tests.conftest import run_dtfx
 from tests.e2e.test_local_run import make_mixed_csv, summary_of
 
@@ -119,7 +120,8 @@ def test_a_killed_run_resumes_from_cache_and_pushes_once(write_config, tmp_path)
     runs = tmp_path / "outputs" / "gates" / "runs"
     dtfx = Path(sys.executable).parent / "dtfx"
     first = subprocess.Popen(
-        [str(dtfx), "run", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        [str(dtfx), "run", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        preexec_fn=die_with_parent,
     )
     try:
         log = wait_for(lambda: next(runs.glob("*/dtfx.log"), None), 120)

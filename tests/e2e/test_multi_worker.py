@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from dtfx.components.processes import die_with_parent
 from tests.conftest import run_dtfx
 from tests.e2e.test_local_run import summary_of
 
@@ -69,7 +70,8 @@ def test_a_worker_killed_mid_training_fails_the_step_naming_it(write_config, tmp
     config = write_config(trainer__train_steps=20_000, trainer__steps_per_execution=1)
     dtfx = Path(sys.executable).parent / "dtfx"
     run = subprocess.Popen([str(dtfx), "run", str(config), "--set", f"trainer.distribution={TWO_WORKERS}"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                           preexec_fn=die_with_parent)
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and run.poll() is None:
@@ -102,7 +104,7 @@ def test_killing_the_run_leaves_no_worker_behind(write_config, tmp_path):
     config = write_config(trainer__train_steps=20_000, trainer__steps_per_execution=1)
     dtfx = Path(sys.executable).parent / "dtfx"
     run = subprocess.Popen([str(dtfx), "run", str(config), "--set", f"trainer.distribution={TWO_WORKERS}"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
     try:
         deadline = time.monotonic() + 600
         while len(worker_processes(str(tmp_path))) < 2 and time.monotonic() < deadline and run.poll() is None:

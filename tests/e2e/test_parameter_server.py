@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dtfx.components.processes import die_with_parent
 from tests.conftest import run_dtfx
 from tests.e2e.test_local_run import penguin_rows, serialized_examples, serve, summary_of
 from tests.e2e.test_multi_worker import worker_processes
@@ -131,7 +132,7 @@ def test_a_parameter_server_killed_mid_training_fails_the_step_naming_it(config_
     earlier_logs = set(model_runs.glob("*/logs/chief-0.log"))
     dtfx = Path(sys.executable).parent / "dtfx"
     run = subprocess.Popen([str(dtfx), "run", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                           env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=die_with_parent)
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and run.poll() is None:

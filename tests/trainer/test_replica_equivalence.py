@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dtfx.components.processes import die_with_parent
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -28,6 +29,7 @@ def train(tmp_path: Path, name: str, strategy: str, devices: int, data_dir: Path
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=die_with_parent,
     )
 
 
