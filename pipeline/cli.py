@@ -66,6 +66,8 @@ def _validate(args) -> int:
 
     config = load_config(args.config, args.overrides)
     print(f"{args.config}: valid (pipeline {config.pipeline.name!r}, data {config.data.path})")
+    for note in config.notes():
+        print(f"note: {note}")
     return 0
 
 
@@ -76,6 +78,8 @@ def _run(args) -> int:
 
     config = load_config(args.config, args.overrides)
     print(f"dtfx: running pipeline {config.pipeline.name!r}" + (f" until {args.until}" if args.until else ""), flush=True)
+    for note in config.notes():
+        print(f"note: {note}", flush=True)
     from dtfx.pipeline.local_runner import run_local
 
     summary = run_local(config, until=args.until, verbose=args.verbose, progress=console.live_stages)

@@ -315,3 +315,16 @@ class Config(Section):
     def metric_names(self) -> tuple[str, ...]:
         """Metric names valid for this config's task, the one always computed first."""
         return metrics_for(self.data.task)
+
+    def notes(self) -> list[str]:
+        """What the user should know about a valid config: choices dtfx made that the config leaves open."""
+        notes = []
+        distribution, shards = self.trainer.distribution, self.data.sharding.num_shards
+        entry = STRATEGIES.get(distribution.strategy)
+        if entry.synchronous and entry.processes != "one" and distribution.workers > shards:
+            notes.append(
+                f"data.sharding.num_shards {shards} is less than trainer.distribution.workers {distribution.workers}: "
+                "every worker reads every file and keeps its share of the batches (tf.data's DATA sharding); with "
+                f"num_shards {distribution.workers} or more, each worker reads files of its own"
+            )
+        return notes

@@ -427,3 +427,15 @@ def test_training_is_split_into_one_epoch_per_evaluation(write_config):
     assert every_50.epochs(300) == 6
     default = trainer_options(load_config(str(write_config())))
     assert default.epochs(300) == 10 and default.epochs(7) == 7 and default.epochs(11) == 1
+
+
+def test_validate_says_when_workers_outnumber_the_shard_files(write_config, capsys):
+    two_workers = {"strategy": "multi_worker_mirrored", "workers": 2}
+    assert main(["validate", str(write_config(trainer__distribution=two_workers, data__sharding__num_shards=1))]) == 0
+    out = capsys.readouterr().out
+    assert "note: data.sharding.num_shards 1 is less than trainer.distribution.workers 2: every worker reads every file" in out
+    assert main(["validate", str(write_config(trainer__distribution=two_workers))]) == 0
+    assert "note:" not in capsys.readouterr().out, "4 shards for 2 workers: each reads files of its own"
+    servers = {"strategy": "parameter_server", "workers": 2}
+    assert Config.model_validate(set_key(set_key(default_config(), "trainer.distribution", servers),
+                                         "data.sharding.num_shards", 1)).notes() == [], "parameter-server workers read all"
