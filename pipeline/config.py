@@ -156,6 +156,12 @@ class DistributionSection(Section):
         "On logical CPU devices gradients are always summed on /cpu:0 (reduction_to_one_device).",
     )
 
+    communication: Literal["auto", "ring", "nccl"] = Field(
+        "auto",
+        description="multi_worker_mirrored: how the workers all-reduce, ring (gRPC between workers), nccl (GPUs only) "
+        "or auto (TensorFlow chooses: NCCL where GPUs exist).",
+    )
+
     @model_validator(mode="after")
     def _keys_of_strategy(self) -> DistributionSection:
         # A setting the chosen strategy does not read would be silently ignored.

@@ -439,3 +439,24 @@ def test_validate_says_when_workers_outnumber_the_shard_files(write_config, caps
     servers = {"strategy": "parameter_server", "workers": 2}
     assert Config.model_validate(set_key(set_key(default_config(), "trainer.distribution", servers),
                                          "data.sharding.num_shards", 1)).notes() == [], "parameter-server workers read all"
+
+
+def test_communication_is_a_multi_worker_mirrored_key(write_config, capsys):
+    ring = {"strategy": "multi_worker_mirrored", "workers": 2, "communication": "ring"}
+    assert main(["validate", str(write_config(trainer__distribution=ring))]) == 0
+    capsys.readouterr()
+    assert main(["validate", str(write_config(trainer__distribution={"strategy": "mirrored", "communication": "ring"}))]) == 2
+    assert "strategy mirrored ignores communication" in capsys.readouterr().err
+    bad = {"strategy": "multi_worker_mirrored", "communication": "mpi"}
+    assert main(["validate", str(write_config(trainer__distribution=bad))]) == 2
+    assert "trainer.distribution.communication" in capsys.readouterr().err
+
+
+def test_nccl_on_a_worker_without_gpus_is_refused_by_name():
+    from dtfx.components.errors import DeviceSetupError
+    from dtfx.components.trainer import devices
+
+    with pytest.raises(DeviceSetupError, match="communication nccl needs GPUs, and this worker has none"):
+        devices.make_strategy({"strategy": "multi_worker_mirrored", "workers": 1, "communication": "nccl"})
+    ring = devices.make_strategy({"strategy": "multi_worker_mirrored", "workers": 1, "communication": "ring"})
+    assert ring.extended._communication_options.implementation.name == "RING"

@@ -60,7 +60,7 @@ STRATEGIES.register(
     Strategy(
         "multi_worker_mirrored",
         "dtfx.components.trainer.devices.multi_worker_mirrored",
-        ("workers",),
+        ("workers", "communication"),
         local_replicas=False,
         processes="workers",
         resumable=True,

@@ -104,8 +104,15 @@ def mirrored(settings: dict[str, Any]) -> tf.distribute.MirroredStrategy:
 
 
 def multi_worker_mirrored(settings: dict[str, Any]) -> tf.distribute.MultiWorkerMirroredStrategy:
-    """Mirrored across the workers of TF_CONFIG (one worker without it)."""
-    return tf.distribute.MultiWorkerMirroredStrategy()
+    """Mirrored across the workers of TF_CONFIG (one worker without it), all-reducing by `communication`."""
+    communication = settings.get("communication", "auto")
+    if communication == "nccl" and not tf.config.list_physical_devices("GPU"):
+        # TensorFlow would not say so: NCCL all-reduces GPU tensors only, and this worker would wait on the others.
+        raise DeviceSetupError("trainer.distribution.communication nccl needs GPUs, and this worker has none: "
+                            "use ring (or auto) on CPUs")
+    implementation = getattr(tf.distribute.experimental.CommunicationImplementation, communication.upper())
+    options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
 def parameter_server(settings: dict[str, Any]) -> tf.distribute.ParameterServerStrategy:
