@@ -170,3 +170,14 @@ def test_options_carry_the_job_settings_only_when_compiled_for_kubeflow(tmp_path
     assert kubernetes_training.wanted(options)
     assert json.loads(options.to_json()) == options.to_dict()
     assert kubernetes_training.job_name(job).startswith("dtfx-train-") and len(kubernetes_training.job_name(job)) == 23
+
+
+def test_a_rehearsal_runs_the_training_processes_on_this_machine(tmp_path, monkeypatch):
+    """`dtfx rehearse` has no Kubernetes: its steps get DTFX_TRAINING_PROCESSES=local, and train as `dtfx run` does."""
+    from dtfx.pipeline.kubeflow import rehearsal
+
+    job, options = small_job(tmp_path)
+    monkeypatch.setenv(kubernetes_training.LOCAL_PROCESSES_ENV, "local")
+    assert not kubernetes_training.wanted(options)
+    pod_env = rehearsal._Run({}, tmp_path, None, "minio://b/r", "2.5", print)._pod_env(tmp_path / "pod")
+    assert pod_env[kubernetes_training.LOCAL_PROCESSES_ENV] == "local"
