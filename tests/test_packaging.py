@@ -49,3 +49,15 @@ def test_a_non_editable_install_has_only_dtfx_at_the_top_level(tmp_path):
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True [None, None]"
+
+
+def test_help_loads_neither_the_config_model_nor_any_data_or_ml_library():
+    """`dtfx --help` answers at once: the verbs' modules import what they need when they run, not when the CLI starts."""
+    probe = (
+        "import sys\nfrom dtfx.pipeline import cli\ntry:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(name for name in ('pydantic', 'numpy', 'pyarrow', 'tensorflow', 'tfx', 'kfp', 'yaml') "
+        "if name in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "validate" in result.stdout and result.stdout.strip().splitlines()[-1] == "[]"

@@ -5,13 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from pydantic import ValidationError
-
-from dtfx.pipeline.config import Config, PipelineSection
 from dtfx.pipeline.errors import UserError
-from dtfx.pipeline.starter.guess import guess
-from dtfx.pipeline.starter.render import render_config
-from dtfx.pipeline.starter.sample import read_sample
 
 
 def _data_path(csv_path: str) -> str:
@@ -29,6 +23,14 @@ def write_starter(name: str, csv_path: str, out_path: str | None = None, label: 
     Returns the path written. Raises UserError for an invalid name, an unreadable CSV, a label
     that is not a column, or an existing output file (it is never overwritten).
     """
+    # Here, not when the CLI starts: the config model and the CSV sampler take most of a second to import.
+    from pydantic import ValidationError
+
+    from dtfx.pipeline.config import Config, PipelineSection
+    from dtfx.pipeline.starter.guess import guess
+    from dtfx.pipeline.starter.render import render_config
+    from dtfx.pipeline.starter.sample import read_sample
+
     try:
         PipelineSection(name=name)
     except ValidationError:
