@@ -16,11 +16,12 @@ ENV PYTHONPATH=/opt/dtfx \
     PYTHONUNBUFFERED=1 \
     TF_USE_LEGACY_KERAS=1
 
-# pipeline/ (config, builder, `python -m dtfx.pipeline.cli`) also needs pydantic, PyYAML and rich: installed
-# at the versions of requirements.lock (as constraints, so only what they need is added or changed).
+# pipeline/ (config, builder, `python -m dtfx.pipeline.cli`) also needs pydantic, PyYAML and rich, and the train
+# step's training jobs requests: installed at the versions of requirements.lock (as constraints, so only what they
+# need is added or changed).
 # palmerpenguins only provides the sample data below.
 COPY requirements.lock /tmp/requirements.lock
-RUN python -m pip install --no-cache-dir -c /tmp/requirements.lock pydantic PyYAML rich \
+RUN python -m pip install --no-cache-dir -c /tmp/requirements.lock pydantic PyYAML rich requests \
     && python -m pip install --no-cache-dir --no-deps -c /tmp/requirements.lock palmerpenguins \
     && rm /tmp/requirements.lock
 

@@ -14,12 +14,14 @@ REQUIRE_BROWSER ?= 0
 
 setup: $(STAMP)
 
-# The whole environment is pinned in requirements.lock; tfx 1.16 declares Python <3.11 but runs on 3.11.
+# The whole environment is pinned in requirements.lock (and requirements-nodeps.lock, see there); tfx 1.16 declares
+# Python <3.11 but runs on 3.11.
 # Python packages only: running a pipeline needs no system package.
-$(STAMP): requirements.lock pyproject.toml setup.py
+$(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip==24.3.1
 	$(BIN)/pip install --quiet --disable-pip-version-check --ignore-requires-python -r requirements.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

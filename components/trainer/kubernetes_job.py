@@ -27,6 +27,7 @@ PORT = 2222  # the Training Operator's default TensorFlow port; the v2 runtime o
 STAGING_DIR = "dtfx-jobs"  # on the training volume: one directory per job, removed when the step ends
 V2_RUNTIME = "dtfx-tensorflow"  # the ClusterTrainingRuntime of deploy/kubeflow/trainer-v2-runtime.yaml
 V2_NODE = "node"  # Kubeflow Trainer's name of the replicated job and container it runs the trainer in
+PATCH_MANAGER = "dtfx"  # the owner of dtfx's runtime patch in a TrainJob
 ROLES_ENV = "DTFX_CLUSTER_ROLES"
 ADDRESSES_ENV = "DTFX_NODE_ADDRESSES"
 INDEX_ENV = "JOB_COMPLETION_INDEX"  # set by Kubernetes in every pod of an indexed job
@@ -131,11 +132,15 @@ def _trainjob_spec(settings: JobSettings, command: list[str], cluster_tasks: lis
     trainer: dict[str, Any] = {"image": settings.image, "command": command, "numNodes": len(cluster_tasks), "env": env}
     if settings.resources:
         trainer["resourcesPerNode"] = {"requests": dict(settings.resources), "limits": dict(settings.resources)}
+    # What the TrainJob's trainer section cannot say (volumes, placement, the account) is a patch of the runtime's
+    # pod template, owned by dtfx (Kubeflow Trainer's runtimePatches).
     pod = _pod_spec(settings, [{"name": V2_NODE, "volumeMounts": _volume_mounts(settings)}])
+    node_job = {"name": V2_NODE, "template": {"spec": {"template": {"spec": pod}}}}
     return {
         "runtimeRef": {"name": V2_RUNTIME, "apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime"},
         "trainer": trainer,
-        "podSpecOverrides": [{"targetJobs": [{"name": V2_NODE}], **pod}],
+        "runtimePatches": [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {
+            "template": {"spec": {"replicatedJobs": [node_job]}}}}],
     }
 
 

@@ -181,3 +181,38 @@ def test_a_rehearsal_runs_the_training_processes_on_this_machine(tmp_path, monke
     assert not kubernetes_training.wanted(options)
     pod_env = rehearsal._Run({}, tmp_path, None, "minio://b/r", "2.5", print)._pod_env(tmp_path / "pod")
     assert pod_env[kubernetes_training.LOCAL_PROCESSES_ENV] == "local"
+
+
+def dropped(written, read, path: str = "") -> list[str]:
+    """The fields of `written` that an API model reading it left out: fields the operator's API does not have."""
+    if isinstance(written, dict):
+        return [found for key, value in written.items()
+                for found in ([f"{path}.{key}"] if key not in read else dropped(value, read[key], f"{path}.{key}"))]
+    if isinstance(written, list):
+        return [found for index, (a, b) in enumerate(zip(written, read, strict=True))
+                for found in dropped(a, b, f"{path}[{index}]")]
+    return [] if written == read else [f"{path}: {written!r} read as {read!r}"]
+
+
+class _Response:  # what the Training Operator SDK's ApiClient.deserialize reads
+    def __init__(self, body: dict):
+        self.data = json.dumps(body)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_manifest_is_read_whole_by_its_operators_api_models(tmp_path, capsys, case):
+    """The TFJob against the Training Operator's v1 models (kubeflow-training 1.9.4, with Kubernetes' pod models),
+    the TrainJob and dtfx's runtime against Kubeflow Trainer's (kubeflow-trainer-api 2.3.0): no field dropped."""
+    from kubeflow.training import ApiClient
+    from kubeflow_trainer_api import models as trainer_v2
+
+    job, *_ = compile_case(tmp_path, capsys, case)
+    if case == "tfjob":
+        client = ApiClient()
+        read = client.sanitize_for_serialization(client.deserialize(_Response(job), "KubeflowOrgV1TFJob"))
+    else:
+        read = trainer_v2.TrainerV1alpha1TrainJob.from_dict(job).to_dict()
+    assert dropped(job, read) == []
+    runtime = yaml.safe_load((ROOT / "deploy" / "kubeflow" / "trainer-v2-runtime.yaml").read_text())
+    assert dropped(runtime, trainer_v2.TrainerV1alpha1ClusterTrainingRuntime.from_dict(runtime).to_dict()) == []
+    assert "podSpecOverrides" not in json.dumps(job), "Kubeflow Trainer 2.x has runtimePatches instead"
