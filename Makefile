@@ -38,8 +38,12 @@ browser:
 	     "the report's browser tests will be skipped" >&2; \
 	[ "$(REQUIRE_BROWSER)" != 1 ]
 
+# The suite's end-to-end runs mostly keep one core busy each: two pytest processes (pytest-xdist), each taking whole
+# test files so that a file's shared pipeline runs stay in one process. TEST_WORKERS=0 runs everything in one.
+TEST_WORKERS ?= 2
+
 test: setup browser  ## the whole suite, end-to-end runs included (exit 5, no tests collected, counts as success)
-	$(BIN)/python -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected"; [ $$rc -eq 5 ] || exit $$rc; }
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected"; [ $$rc -eq 5 ] || exit $$rc; }
 
 test-fast: setup  ## unit and golden tests only
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)

@@ -55,6 +55,7 @@ def test_pipeline_settings_come_from_config():
         "parameter_servers": 1,
         "variable_sharding": None,
         "cross_device_ops": None,
+        "communication": "auto",
     }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -52,7 +51,6 @@ def data_dirs(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("replica_data")
     write_data(str(root / "four_files"), files=4)
-    write_data(str(root / "one_file"), files=1, rows_per_file=800)
     return root
 
 
@@ -64,33 +62,6 @@ def test_two_mirrored_replicas_match_one(tmp_path, data_dirs):
     # Training really moved the weights, far beyond the tolerance, so equality is not vacuous.
     moved = max(np.abs(np.array(a) - np.array(b)).max() for a, b in zip(one["initial"], one["weights"], strict=True))
     assert moved > 1000 * TOLERANCE
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def test_two_worker_processes_match_one_replica(tmp_path, data_dirs):
-    data = data_dirs / "one_file"  # one file: records are sharded between workers (DATA policy)
-    cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
-    workers = [
-        train(
-            tmp_path,
-            f"worker{index}",
-            "multi_worker_mirrored",
-            1,
-            data,
-            env={"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})},
-        )
-        for index in range(2)
-    ]
-    chief, other = (result(tmp_path, f"worker{index}", process) for index, process in enumerate(workers))
-    one = result(tmp_path, "single", train(tmp_path, "single", "one_device", 1, data))
-    assert chief["replicas"] == 2
-    assert_same_weights(chief, other)
-    assert_same_weights(chief, one)
 
 
 def test_worker_processes_the_trainer_step_starts_match_one_replica(tmp_path, write_config):
