@@ -8,6 +8,7 @@ M parameter servers and, with evaluation.sidecar, an evaluator that is not part 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 from typing import Any
@@ -58,6 +59,11 @@ def tasks(distribution: dict[str, Any], sidecar: bool = False) -> list[Task]:
         *(Task("ps", index, finishes=False) for index in range(servers)),
         *([Task("evaluator", 0, finishes=True)] if sidecar else []),
     ]
+
+
+def role_counts(cluster_tasks: list[Task]) -> dict[str, int]:
+    """How many processes of each role the cluster has, in the order the roles first appear."""
+    return dict(collections.Counter(task.role for task in cluster_tasks))
 
 
 def tf_configs(cluster_tasks: list[Task], addresses: list[str]) -> list[dict]:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dtfx.components.step_options import StepOptions
-from dtfx.components.trainer.cluster import Task, tf_configs
+from dtfx.components.trainer.cluster import Task, role_counts, tf_configs
 
 PORT = 2222  # the Training Operator's default TensorFlow port; the v2 runtime opens the same
 STAGING_DIR = "dtfx-jobs"  # on the training volume: one directory per job, removed when the step ends
@@ -105,9 +105,6 @@ def tf_config_from_environment(environ: Mapping[str, str]) -> dict | None:
 
 def _tfjob_spec(settings: JobSettings, command: list[str], cluster_tasks: list[Task]) -> dict:
     replica_types = {"chief": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"}
-    counts: dict[str, int] = {}
-    for task in cluster_tasks:
-        counts[task.role] = counts.get(task.role, 0) + 1
     return {
         # Pods are kept when the job ends, so that the step can read a failed pod's log; the step deletes the job.
         # The step also decides when the training has finished (servers never end by themselves).
@@ -118,7 +115,7 @@ def _tfjob_spec(settings: JobSettings, command: list[str], cluster_tasks: list[T
                 "restartPolicy": "Never",
                 "template": _pod_template(settings, _container(settings, command, computes=role == "worker")),
             }
-            for role, count in counts.items()
+            for role, count in role_counts(cluster_tasks).items()
         },
     }
 

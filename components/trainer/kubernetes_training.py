@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 
 from dtfx.components.errors import TrainingError
-from dtfx.components.trainer.cluster import Task, tasks
+from dtfx.components.trainer.cluster import Task, role_counts, tasks
 from dtfx.components.trainer.job import TrainingJob
 from dtfx.components.trainer.kubernetes_api import KubernetesApi
 from dtfx.components.trainer.kubernetes_job import OPERATORS, JobSettings, Operator, manifest
@@ -58,10 +58,10 @@ def train(job: TrainingJob, options: TrainerOptions, api: KubernetesApi | None =
             body = manifest(settings, name, api.namespace, cluster_tasks, os.path.join(staging, "job.json"))
             body["metadata"].update(_owned_by_this_pod())
             api.create(operator.group_path, operator.plural, body)
+            roles = ", ".join(f"{count} {role}" for role, count in role_counts(cluster_tasks).items())
             print(
-                f"trainer: created {operator.kind} {name} in namespace {api.namespace}: "
-                f"{', '.join(_role_counts(cluster_tasks))}; data and model through volume claim {settings.volume_claim} "
-                f"({staging})",
+                f"trainer: created {operator.kind} {name} in namespace {api.namespace}: {roles}; "
+                f"data and model through volume claim {settings.volume_claim} ({staging})",
                 flush=True,
             )
             try:
@@ -118,15 +118,10 @@ def stage_in(job: TrainingJob, staging: str) -> TrainingJob:
 
 def _watch(api: KubernetesApi, operator: Operator, name: str, cluster_tasks: list[Task]) -> None:
     """Waits until every pod that finishes has succeeded; raises TrainingError when a pod or the job fails."""
-    selector = f"{operator.pods_of_job}={name}"
     follower: threading.Thread | None = None
     reported = time.monotonic()
     while True:
-        pods = {}
-        for pod in api.pods(selector):
-            task = _task_of(pod, operator, cluster_tasks)
-            if task is not None:
-                pods[task] = pod
+        pods = _pods_by_task(api, operator, name, cluster_tasks)
         chief = pods.get(cluster_tasks[0])
         if follower is None and chief is not None and _phase(chief) in ("Running", "Succeeded", "Failed"):
             follower = threading.Thread(target=_follow, args=(api, operator, cluster_tasks[0], chief), daemon=True)
@@ -154,11 +149,19 @@ def keep_logs(api: KubernetesApi, operator: Operator, name: str, cluster_tasks: 
     import tensorflow as tf
 
     tf.io.gfile.makedirs(logs_dir)
+    for task, pod in _pods_by_task(api, operator, name, cluster_tasks).items():
+        with tf.io.gfile.GFile(os.path.join(logs_dir, task.log_name), "w") as handle:
+            handle.write(api.log_tail(pod["metadata"]["name"], operator.container, LOG_LINES_KEPT))
+
+
+def _pods_by_task(api: KubernetesApi, operator: Operator, name: str, cluster_tasks: list[Task]) -> dict[Task, dict]:
+    """The pods of job `name` that exist now, by the task each runs."""
+    pods = {}
     for pod in api.pods(f"{operator.pods_of_job}={name}"):
         task = _task_of(pod, operator, cluster_tasks)
         if task is not None:
-            with tf.io.gfile.GFile(os.path.join(logs_dir, task.log_name), "w") as handle:
-                handle.write(api.log_tail(pod["metadata"]["name"], operator.container, LOG_LINES_KEPT))
+            pods[task] = pod
+    return pods
 
 
 def _task_of(pod: dict, operator: Operator, cluster_tasks: list[Task]) -> Task | None:
@@ -201,8 +204,7 @@ def _failure(api: KubernetesApi, operator: Operator, name: str, task: Task, pod:
         how = f"ended ({_phase(pod)})"
     if _phase(pod) == "Succeeded":
         how += ", while a server must run until the training has finished"
-    workers = sum(1 for other in cluster_tasks if other.role == "worker")
-    of = f" of {workers}" if task.role == "worker" else ""
+    of = f" of {role_counts(cluster_tasks)['worker']}" if task.role == "worker" else ""
     tail = api.log_tail(pod_name, operator.container, TAIL_LINES).rstrip()
     return TrainingError(
         f"{task.name}{of} (pod {pod_name}) {how}; the {operator.kind} {name} was deleted and nothing was saved.\n"
@@ -222,13 +224,6 @@ def _waiting(pods: dict[Task, dict], cluster_tasks: list[Task]) -> str:
                    if condition.get("status") == "False" and condition.get("message")]
             lines.append(f"{task.name}: pending" + (f" ({why[0]})" if why else ""))
     return "; ".join(lines) or "running"
-
-
-def _role_counts(cluster_tasks: list[Task]) -> list[str]:
-    counts: dict[str, int] = {}
-    for task in cluster_tasks:
-        counts[task.role] = counts.get(task.role, 0) + 1
-    return [f"{count} {role}" for role, count in counts.items()]
 
 
 def _owned_by_this_pod() -> dict:
@@ -259,14 +254,9 @@ def _terminated_as_exit() -> Iterator[None]:
 
 
 def _copy_tree(source: str, target: str) -> None:
-    import tensorflow as tf
+    from tfx.utils import io_utils  # as the pusher copies models; TFX is loaded in a step anyway
 
-    for directory, _, files in tf.io.gfile.walk(source):
-        relative = os.path.relpath(directory, source)
-        into = target if relative == "." else os.path.join(target, relative)
-        tf.io.gfile.makedirs(into)
-        for file in files:
-            tf.io.gfile.copy(os.path.join(directory, file), os.path.join(into, file), overwrite=True)
+    io_utils.copy_dir(source, target)
 
 
 def _remove_tree(path: str) -> None:

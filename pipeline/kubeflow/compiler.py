@@ -23,7 +23,7 @@ import tempfile
 import yaml
 
 from dtfx.components.kfp_executor_input import OUTPUT_TYPES_FLAG, type_title
-from dtfx.components.trainer.cluster import tasks
+from dtfx.components.trainer.cluster import Task, tasks
 from dtfx.components.trainer.kubernetes_job import OPERATORS, JobSettings, manifest
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
@@ -82,11 +82,10 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
         with contextlib.suppress(FileNotFoundError):  # from an earlier compile to this file: no longer true
             os.remove(training_job_path(output))
     else:
-        job_path = write_training_job(output, config, training_job)
-        notes.append(
-            f"the train step creates a {OPERATORS[training_job.operator].kind} in each run, which trains in "
-            f"{len(tasks(config.trainer.distribution.settings(), config.trainer.evaluation.sidecar))} pods: see {job_path}"
-        )
+        cluster_tasks = tasks(config.trainer.distribution.settings(), config.trainer.evaluation.sidecar)
+        job_path = write_training_job(output, config, training_job, cluster_tasks)
+        notes.append(f"the train step creates a {OPERATORS[training_job.operator].kind} in each run, which trains in "
+                     f"{len(cluster_tasks)} pods: see {job_path}")
     return CompiledPipeline(output, steps, defaults, image, pipeline_root, notes)
 
 
@@ -95,10 +94,9 @@ def training_job_path(output: str) -> str:
     return output.rsplit(".", 1)[0] + ".training-job.yaml"
 
 
-def write_training_job(output: str, config: Config, settings: JobSettings) -> str:
+def write_training_job(output: str, config: Config, settings: JobSettings, cluster_tasks: list[Task]) -> str:
     """Writes the manifest of the training job that the train step creates, for a reviewer to read before a run."""
     name = "dtfx-train-RUN"
-    cluster_tasks = tasks(config.trainer.distribution.settings(), config.trainer.evaluation.sidecar)
     body = manifest(settings, name, config.kubeflow.namespace or "NAMESPACE", cluster_tasks,
                     os.path.join(settings.staging_dir(name), "job.json"))
     path = training_job_path(output)
