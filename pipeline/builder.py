@@ -23,12 +23,12 @@ from dtfx.components.reference_schema.component import ReferenceSchema
 from dtfx.components.registry.metrics import METRICS
 from dtfx.components.registry.models import model_type_of
 from dtfx.components.trainer.kubernetes_job import JobSettings
-from dtfx.components.trainer.options import InputOptions, TrainerOptions
+from dtfx.components.trainer.options import DebugOptions, InputOptions, TrainerOptions
 from dtfx.components.transform.component import ShardedTransform
 from dtfx.components.transform.options import TransformOptions
 from dtfx.pipeline import layout
 from dtfx.pipeline.beam_args import pipeline_args
-from dtfx.pipeline.config import Config
+from dtfx.pipeline.config import Config, DebugSection, EveryN
 
 PREPROCESSING_FN = "dtfx.components.transform.preprocessing.preprocessing_fn"
 RUN_FN = "dtfx.components.trainer.run_fn.run_fn"
@@ -159,10 +159,22 @@ def trainer_options(config: Config, training_job: JobSettings | None = None) -> 
         steps_per_execution=trainer.steps_per_execution,
         distribution=trainer.distribution.settings(),
         input=InputOptions(shuffle_buffer=trainer.input.shuffle_buffer, cache=trainer.input.cache),
-        check_numerics=trainer.debug.check_numerics,
+        debug=debug_options(trainer.debug),
         evaluate_every_steps=trainer.evaluation.every_steps,
         sidecar_evaluation=trainer.evaluation.sidecar,
         training_job=training_job.to_dict() if training_job else None,
+    )
+
+
+def debug_options(debug: DebugSection) -> DebugOptions:
+    """`trainer.debug` as the Trainer step reads it: the every-n forms as step counts."""
+    stats, agreement = debug.replica_stats, debug.check_agreement
+    return DebugOptions(
+        replica_stats_every=stats.every_n if isinstance(stats, EveryN) else int(stats == "every_step"),
+        check_agreement=agreement != "off",
+        agreement_every=agreement.every_n if isinstance(agreement, EveryN) else 0,
+        check_numerics=debug.check_numerics,
+        dump=debug.dump,
     )
 
 

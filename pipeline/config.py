@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import ConfigDict, Field, FiniteFloat, PositiveInt, field_validator, model_validator
+from pydantic import ConfigDict, Discriminator, Field, FiniteFloat, PositiveInt, Tag, field_validator, model_validator
 
 from dtfx.components.registry.metrics import TASKS, metrics_for
 from dtfx.components.registry.models import MODEL_TYPES
@@ -190,9 +190,45 @@ class InputSection(Section):
     cache: bool = Field(True, description="Keep the serialized training examples in memory after the first pass.")
 
 
+class EveryN(Section):
+    every_n: PositiveInt = Field(description="Every this many training steps.")
+
+
+def _every_n_or_word(value: Any) -> str:
+    # A mapping can only mean `every_n: N`: one error about that form, not one per member of the union.
+    return "every-n-form" if isinstance(value, dict | EveryN) else "word-form"
+
+
+def _word_or_every_n(*words: str) -> Any:
+    """A setting written as one of `words` or as `every_n: N`."""
+    return Annotated[
+        Union[Annotated[Literal[words], Tag("word-form")], Annotated[EveryN, Tag("every-n-form")]],  # noqa: UP007
+        Discriminator(_every_n_or_word),
+    ]
+
+
 class DebugSection(Section):
+    replica_stats: _word_or_every_n("off", "every_step") = Field(  # type: ignore[valid-type]
+        "off",
+        description="Record each replica's loss, gradient global norm (before aggregation) and examples, every step or "
+        "`every_n: N` steps, to TensorBoard (one tag per replica), train_stats.json and the report; with several "
+        "worker processes also each worker's time waiting in the gradient all-reduce. off costs nothing.",
+    )
+    check_agreement: _word_or_every_n("off", "end") = Field(  # type: ignore[valid-type]
+        "off",
+        description="Check that every replica (and worker) holds identical variables, after training (`end`) or also "
+        "every `every_n: N` steps, by comparing per-variable digests through a collective. A difference fails the "
+        "training, naming the variable, the replicas and the step, and nothing is pushed.",
+    )
     check_numerics: bool = Field(
-        False, description="Stop at the first op that produces NaN or Inf and name it (slow; for debugging)."
+        False,
+        description="Stop at the first op that produces NaN or Inf and name the op, its layer, the replica and the step "
+        "(slow; turns XLA compilation off while training, which the check cannot see into).",
+    )
+    dump: bool = Field(
+        False,
+        description="Write a TensorFlow Debugger V2 dump to <model run>/debugger for TensorBoard's debugger plugin "
+        "(one process only: not with multi_worker_mirrored or parameter_server).",
     )
 
 
@@ -245,11 +281,26 @@ class TrainerSection(Section):
         if self.evaluation.sidecar and self.distribution.strategy != "parameter_server":
             raise ValueError(f"evaluation.sidecar needs strategy parameter_server, not {self.distribution.strategy}: "
                              "the other strategies evaluate in the training processes")
+        self._debug_fits_strategy()
         every = self.evaluation.every_steps
         if every and self.train_steps % every:
             raise ValueError(f"evaluation.every_steps {every} does not divide train_steps {self.train_steps}: "
                              "training runs in rounds of equal length, each ending with an evaluation")
         return self
+
+
+    def _debug_fits_strategy(self) -> None:
+        strategy, debug = self.distribution.strategy, self.debug
+        entry = STRATEGIES.get(strategy)
+        if debug.dump and entry.processes != "one":
+            raise ValueError(f"debug.dump needs a strategy that trains in one process, not {strategy}: TensorFlow "
+                             "Debugger V2 does not support multi-worker training (use mirrored or one_device to dump)")
+        if not entry.synchronous:
+            for key in ("replica_stats", "check_agreement"):
+                if getattr(debug, key) != "off":
+                    raise ValueError(f"debug.{key} needs a synchronous strategy, not {strategy}: its workers take steps "
+                                     "of their own on one copy of the variables, so there are no replicas in step to "
+                                     "compare (set it to off)")
 
 
 class Threshold(Section):

@@ -78,6 +78,10 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
             print(f"  input sharding: {trainer.input_sharding}")
         for name, servers in trainer.sharded_variables().items():
             print(f"  {name}: {len(servers)} shards on {', '.join(servers)}")
+        for name, value in trainer.replica_figures().items():
+            print(f"  {name}: {value}")
+        if trainer.agreement:
+            print(f"  agreement: {trainer.agreement}")
     evaluator = summary.evaluator
     if evaluator:
         console.print(_metrics_table(evaluator, summary.config.get("evaluator", {}).get("thresholds", {})))

@@ -25,7 +25,7 @@ from dtfx.pipeline.errors import ConfigError, Problem
 from dtfx.pipeline.yaml_source import line_of, parse_yaml, read_text
 
 # Pydantic adds the member's class name to the location of a union's error; users never wrote it.
-UNION_MEMBER_NAMES = {entry.options.__name__ for entry in MODEL_TYPES} | {"int", "literal['auto']"}
+UNION_MEMBER_NAMES = {entry.options.__name__ for entry in MODEL_TYPES} | {"int", "literal['auto']", "word-form", "every-n-form"}
 
 
 def load_config(path: str, overrides: Iterable[str] = (), check_data: bool = True) -> Config:
@@ -90,6 +90,8 @@ def _pydantic_problems(error: ValidationError, lines: dict[str, int]) -> list[Pr
             message = "unknown key"
         elif item["type"] == "missing":
             message = "required key is missing"
+        if "word-form" in item["loc"]:
+            message += ", or every_n: N (a number of steps)"
         problems.append(Problem(path, message, line_of(path, lines)))
     # A union reports each member's failure; keep one message per path.
     unique: dict[tuple[str, str], Problem] = {}

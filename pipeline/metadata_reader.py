@@ -76,7 +76,8 @@ def _outputs(store, execution_id: int) -> dict[str, metadata_store_pb2.Artifact]
 def _trainer(outputs) -> TrainStats | None:
     run = outputs.get(MODEL_RUN_OUTPUT)
     stats = TrainStats.read(run.uri) if run else None
-    return dataclasses.replace(stats, history={}) if stats else None
+    # The per-step and per-epoch series stay in train_stats.json; their last values are among the figures.
+    return dataclasses.replace(stats, history={}, replica_stats=_last_step(stats.replica_stats)) if stats else None
 
 
 def _evaluator(outputs) -> Evaluation:
@@ -109,3 +110,10 @@ def _push(outputs) -> PushResult:
     if pushed is None or not pushed.custom_properties["pushed"].int_value:
         return PushResult(pushed=False)
     return PushResult(pushed=True, directory=pushed.custom_properties["pushed_destination"].string_value)
+
+
+def _last_step(series: dict) -> dict:
+    """A replica_stats series cut to its last recorded step, which is what the summary's figures show."""
+    if not series.get("steps"):
+        return series
+    return {**series, "steps": series["steps"][-1:], "values": {key: rows[-1:] for key, rows in series["values"].items()}}

@@ -100,3 +100,17 @@ def test_thresholds_become_tfma_bounds():
     assert accuracy.threshold.value_threshold.lower_bound.value == 0.7
     assert accuracy.threshold.value_threshold.upper_bound.value == 0.99
     assert config.model_specs[0].label_key == "species_xf"
+
+
+def test_debug_settings_reach_the_trainer_as_step_counts():
+    from dtfx.pipeline.builder import trainer_options
+
+    debug = {"replica_stats": {"every_n": 50}, "check_agreement": "end", "check_numerics": True}
+    options = trainer_options(Config(**set_key(default_config(), "trainer.debug", debug))).debug
+    assert (options.replica_stats_every, options.check_agreement, options.agreement_every) == (50, True, 0)
+    assert options.check_numerics and not options.dump
+    options = trainer_options(Config(**set_key(default_config(), "trainer.debug", {
+        "replica_stats": "every_step", "check_agreement": {"every_n": 100}}))).debug
+    assert (options.replica_stats_every, options.check_agreement, options.agreement_every) == (1, True, 100)
+    off = trainer_options(Config(**default_config())).debug
+    assert (off.replica_stats_every, off.check_agreement, off.check_numerics, off.dump) == (0, False, False, False)

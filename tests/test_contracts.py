@@ -58,8 +58,8 @@ def test_a_missing_or_unknown_option_key_is_an_error_naming_it():
     with pytest.raises(StepOptionsError, match="InputOptions: unknown prefetch"):
         TrainerOptions.from_dict({**options, "input": {**options["input"], "prefetch": 2}})
     # The builder names every field, so a field it forgets fails when the pipeline is built.
-    with pytest.raises(TypeError, match="check_numerics"):
-        TrainerOptions(**{k: v for k, v in options.items() if k != "check_numerics"})
+    with pytest.raises(TypeError, match="debug"):
+        TrainerOptions(**{k: v for k, v in options.items() if k != "debug"})
 
 
 def test_the_builder_hands_each_step_its_options(tmp_path, monkeypatch):

@@ -62,6 +62,17 @@ def cluster_of(strategy: tf.distribute.Strategy) -> dict[str, list[str]]:
     return resolver.cluster_spec().as_dict() if resolver else {}
 
 
+def worker_index(strategy: tf.distribute.Strategy) -> int:
+    """This process's place among the workers that hold replicas (the chief, where there is one, first); 0 alone."""
+    resolver = strategy.cluster_resolver
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return 0
+    with_chief = "chief" in resolver.cluster_spec().as_dict()
+    if resolver.task_type == "chief":
+        return 0
+    return (resolver.task_id or 0) + int(with_chief)
+
+
 def coordinated(strategy: tf.distribute.Strategy) -> bool:
     """Whether a coordinator drives remote workers (parameter servers): Keras callbacks then see remote values."""
     return isinstance(strategy, tf.distribute.ParameterServerStrategy)

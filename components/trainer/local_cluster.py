@@ -39,7 +39,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from dtfx.components.errors import TrainingError
+from dtfx.components.errors import TrainingError, reported_in_log
 from dtfx.components.processes import LOOPBACK, die_with_parent, free_port
 from dtfx.components.trainer.cluster import Task, tasks, tf_configs
 from dtfx.components.trainer.job import TrainingJob
@@ -74,9 +74,13 @@ def train(job: TrainingJob, distribution: dict[str, Any], sidecar: bool = False)
             code = process.returncode
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
             of = f" of {distribution['workers']}" if task.role == "worker" else ""
+            log = os.path.join(job.model_run_dir, LOGS_DIR, task.log_name)
+            reported = _reported(os.path.join(logs_dir, task.log_name))
+            if reported:  # a user error found in that process: its message is the step's
+                raise TrainingError(f"{task.name}{of}: {reported}. Its log: {log}")
             raise TrainingError(
                 f"{task.name}{of} (process {process.pid}) {how}; the other processes were stopped "
-                f"and nothing was saved. Its log: {os.path.join(job.model_run_dir, LOGS_DIR, task.log_name)}\n"
+                f"and nothing was saved. Its log: {log}\n"
                 f"Last lines of it:\n{_tail(os.path.join(logs_dir, task.log_name))}"
             )
     if sidecar:
@@ -171,6 +175,11 @@ def _stop(processes: list[subprocess.Popen]) -> None:
             os.killpg(process.pid, signal.SIGKILL)
     for process in processes:
         process.wait()
+
+
+def _reported(path: str) -> str | None:
+    with open(path, errors="replace") as handle:
+        return reported_in_log([line.rstrip("\n") for line in handle])
 
 
 def _tail(path: str, lines: int = TAIL_LINES) -> str:

@@ -19,6 +19,15 @@ class InputOptions(StepOptions):
 
 
 @dataclasses.dataclass(frozen=True)
+class DebugOptions(StepOptions):
+    replica_stats_every: int  # record each replica's loss, gradient norm and examples every this many steps; 0: off
+    check_agreement: bool  # replicas and workers must hold identical variables after training
+    agreement_every: int  # ... and every this many steps; 0: at the end only
+    check_numerics: bool  # stop at the first NaN/Inf, naming op, layer, replica and step
+    dump: bool  # TensorFlow Debugger V2 dump beside the model run
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainerOptions(StepOptions):
     label: str
     task: str  # classification | regression
@@ -30,7 +39,7 @@ class TrainerOptions(StepOptions):
     steps_per_execution: int
     distribution: dict[str, Any]  # trainer.distribution; the strategy's registry entry reads it
     input: InputOptions
-    check_numerics: bool
+    debug: DebugOptions
     evaluate_every_steps: int | None  # trainer.evaluation.every_steps; None: up to MAX_EPOCHS evenly spaced
     sidecar_evaluation: bool  # trainer.evaluation.sidecar: an evaluator process reads the chief's checkpoints
     # Compiled for Kubeflow with a multi-process strategy: the kubernetes_job.JobSettings of the training job's pods.

@@ -8,6 +8,8 @@ and TensorBoard logs beside it.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import json
 import math
@@ -22,10 +24,12 @@ from absl import logging
 from dtfx.components import compat
 from dtfx.components.errors import TrainingError
 from dtfx.components.registry.strategies import STRATEGIES
-from dtfx.components.trainer import cluster, dataset, devices, kubernetes_training, local_cluster, serving, sidecar
+from dtfx.components.trainer import cluster, dataset, devices, kubernetes_training, local_cluster, numerics, serving, sidecar
+from dtfx.components.trainer.agreement import AgreementCallback, AgreementCheck
 from dtfx.components.trainer.job import TrainingJob
 from dtfx.components.trainer.network import ModelInputs
 from dtfx.components.trainer.options import TrainerOptions
+from dtfx.components.trainer.replica_stats import ReplicaRecorder, ReplicaStatsCallback
 from dtfx.components.trainer.stats import TrainStats, input_sharding_of
 from dtfx.components.trainer.throughput import Throughput
 
@@ -58,8 +62,9 @@ def train(fn_args: TrainingJob, options: TrainerOptions, strategy: tf.distribute
     strategy = strategy or devices.make_strategy(options.distribution)
     keras.utils.set_random_seed(options.seed)
     compat.exempt_tf_keras_from_autograph()
-    if options.check_numerics:
-        tf.debugging.enable_check_numerics()
+    if options.debug.check_numerics and options.steps_per_execution > 1:
+        logging.info("check_numerics: one step per execution (not %d), to name the step that fails", options.steps_per_execution)
+        options = dataclasses.replace(options, steps_per_execution=1)
     backup = backup_dir(fn_args)  # one path for every worker: Keras keeps the non-chiefs' copies apart itself
     with local_cluster.outputs_of_this_worker(fn_args, strategy) as fn_args:
         _train(fn_args, options, strategy, label, task, backup)
@@ -107,17 +112,32 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
     if options.sidecar_evaluation:  # the evaluator process evaluates these checkpoints, not this one
         checkpoints = sidecar.checkpoint_pattern(fn_args.model_run_dir)
         callbacks.append(keras.callbacks.ModelCheckpoint(checkpoints, save_weights_only=True))
+    debug = options.debug
+    replica_stats = _replica_stats(network, strategy, options, fn_args.model_run_dir)
+    agreement = AgreementCheck(strategy, network) if debug.check_agreement else None
+    if agreement and debug.agreement_every:
+        callbacks.append(AgreementCallback(agreement, debug.agreement_every))
     started = time.perf_counter()
-    history = network.fit(
-        train_data,
-        epochs=epochs,
-        steps_per_epoch=steps // epochs,
-        validation_data=None if options.sidecar_evaluation else eval_data,
-        validation_steps=fn_args.eval_steps,
-        callbacks=callbacks,
-        verbose=2,
-    ).history
+    with contextlib.ExitStack() as debugging:
+        if debug.check_numerics:
+            debugging.enter_context(numerics.numerics_checked(network, strategy, devices.worker_index(strategy)))
+        if debug.dump:
+            debugging.enter_context(numerics.debugger_dump(fn_args.model_run_dir))
+        history = network.fit(
+            train_data,
+            epochs=epochs,
+            steps_per_epoch=steps // epochs,
+            validation_data=None if options.sidecar_evaluation else eval_data,
+            validation_steps=fn_args.eval_steps,
+            callbacks=callbacks + ([replica_stats] if replica_stats else []),
+            verbose=2,
+        ).history
     seconds = time.perf_counter() - started
+    if agreement:  # every worker, before any can fail on its own: the check is a collective
+        agreement.check(int(network.optimizer.iterations.numpy()))
+    series = replica_stats.series() if replica_stats else None
+    if replica_stats:
+        ReplicaRecorder.restore(network)  # the model is saved with its own train step
     losses = history.get("loss", [])
     # After a resume the history holds only the epochs run since the checkpoint, so a short
     # history is normal; TerminateOnNaN is the only callback that stops training early.
@@ -155,8 +175,21 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
         parameter_servers=roles.get("ps", 0),
         cluster=roles,
         variable_servers=devices.variable_servers(network.variables),
+        replica_stats=series.to_dict() if series else {},
+        all_reduce_wait_seconds=series.wait_per_worker(workers) if series else [],
+        agreement=agreement.describe() if agreement else "",
         history={key: [float(v) for v in values] for key, values in history.items()},
     ).write(fn_args.model_run_dir)
+
+
+def _replica_stats(network, strategy, options: TrainerOptions, model_run_dir: str) -> ReplicaStatsCallback | None:
+    """With `replica_stats` on, the model's train step records them and the returned callback reads them."""
+    every = options.debug.replica_stats_every
+    if not every:
+        return None
+    recorder = ReplicaRecorder(strategy, options.steps_per_execution)
+    recorder.instrument(network)
+    return ReplicaStatsCallback(recorder, every, model_run_dir)
 
 
 def per_worker_dataset_fn(make):

@@ -34,6 +34,11 @@ class TrainStats:
     cluster: dict[str, int] = dataclasses.field(default_factory=dict)
     # parameter_server: each variable and the server of each of its shards, {"dense/kernel": ["ps 0"]}.
     variable_servers: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    # trainer.debug.replica_stats: replica_stats.ReplicaSeries as a dict (steps, and per statistic a value per replica).
+    replica_stats: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # With replica_stats and several workers: the seconds each worker waited in the gradient all-reduce.
+    all_reduce_wait_seconds: list[float] = dataclasses.field(default_factory=list)
+    agreement: str = ""  # trainer.debug.check_agreement: the outcome (a disagreement fails the training instead)
 
     def sharded_variables(self) -> dict[str, list[str]]:
         """The variables split across parameter servers, each with the server of each shard."""
@@ -42,10 +47,12 @@ class TrainStats:
     def figures(self) -> dict[str, Any]:
         """Every figure but the per-epoch history; with several workers, each worker's files in a line; with
         parameter servers, where each variable lives."""
-        lists = ("history", "worker_files", "variable_servers", "cluster")
+        lists = ("history", "worker_files", "variable_servers", "cluster", "replica_stats", "all_reduce_wait_seconds")
         figures = {key: value for key, value in dataclasses.asdict(self).items() if key not in lists}
-        if not self.input_sharding:
-            figures.pop("input_sharding")
+        for optional in ("input_sharding", "agreement"):
+            if not figures[optional]:
+                figures.pop(optional)
+        figures.update(self.replica_figures())
         if self.cluster:
             figures["cluster"] = ", ".join(f"{role} × {count}" for role, count in self.cluster.items())
         if self.processes > 1:
@@ -53,6 +60,20 @@ class TrainStats:
                 figures[f"worker {index} reads"] = ", ".join(files)
         for name, servers in self.variable_servers.items():
             figures[f"variable {name} on"] = ", ".join(servers)
+        return figures
+
+    def replica_figures(self) -> dict[str, str]:
+        """The last recorded step's per-replica loss and gradient norm with their spread, and each worker's wait."""
+        figures = {}
+        steps = self.replica_stats.get("steps") or []
+        for stat in ("loss", "gradient_norm") if steps else ():
+            values = [value for value in self.replica_stats["values"][stat][-1] if value is not None]
+            if values:
+                spread = f" (spread {max(values) / min(values):.3g}×)" if min(values) > 0 else ""
+                figures[f"replica {stat.replace('_', ' ')} at step {steps[-1]}"] = " | ".join(f"{v:.4g}" for v in values) + spread
+        for index, seconds in enumerate(self.all_reduce_wait_seconds):
+            share = f" ({seconds / self.seconds:.0%} of training)" if self.seconds else ""
+            figures[f"worker {index} waited in all-reduce"] = f"{seconds:.2f} s{share}"
         return figures
 
     def write(self, model_run_dir: str) -> None:

@@ -17,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 
+from dtfx.components.errors import StepError, report_to_log
 from dtfx.components.registry.strategies import STRATEGIES
 from dtfx.components.trainer import kubernetes_job
 
@@ -57,4 +58,8 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    try:
+        main(sys.argv)
+    except StepError as error:  # the user's to fix: the Trainer step shows the message itself, not a traceback
+        print(report_to_log(error), file=sys.stderr, flush=True)
+        sys.exit(2)

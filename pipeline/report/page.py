@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 
 from dtfx.pipeline.layout import REPORT_FILE
-from dtfx.pipeline.report import artifacts, results, sections
+from dtfx.pipeline.report import artifacts, replicas, results, sections
 from dtfx.pipeline.report.markup import badge, esc, facts, unavailable
 from dtfx.pipeline.run_summary import RunSummary
 
@@ -70,6 +70,7 @@ SECTIONS: list[tuple[str, str, Callable[[RunSummary], str]]] = [
     ("graph", "Pipeline", sections.graph_section),
     ("statistics", "Data statistics", sections.statistics_section),
     ("training", "Training", results.training_section),
+    ("replicas", "Replicas", replicas.replicas_section),
     ("evaluation", "Evaluation", results.evaluation_section),
     ("model", "Model", results.model_section),
     ("config", "Config", sections.config_section),

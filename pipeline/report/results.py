@@ -44,6 +44,8 @@ def _tensorboard(log_dir: str, skip_epoch_tags: bool) -> str:
     for (run, tag), points in scalars.items():
         if skip_epoch_tags and tag.startswith("epoch_"):
             continue  # the same values as the per-epoch curves above
+        if run == "replicas":
+            continue  # the Replicas section draws them, a replica per line
         if len(points) > 1:
             curves.setdefault(tag, {})[run] = points
         else:

@@ -46,7 +46,9 @@ def worker_processes(marker: str) -> dict[int, tuple[str, int]]:
 
 
 def test_two_worker_processes_train_and_push_penguins(write_config, tmp_path):
-    config = write_config(trainer__train_steps=60, trainer__eval_steps=2)
+    # With trainer.debug's replica statistics and agreement checks on (issue 18): they are collectives between the workers.
+    config = write_config(trainer__train_steps=60, trainer__eval_steps=2,
+                          trainer__debug={"replica_stats": {"every_n": 10}, "check_agreement": {"every_n": 30}})
 
     result = run_dtfx("run", str(config), "--set", f"trainer.distribution={TWO_WORKERS}")
 
@@ -64,6 +66,19 @@ def test_two_worker_processes_train_and_push_penguins(write_config, tmp_path):
     assert len(first) == len(second) == 2 and not set(first) & set(second)
     assert stats["input_sharding"] == "FILE: each worker reads its own files"
     assert worker_processes(str(tmp_path)) == {}
+    # Each worker's replica read its own files: their losses differ; both waited in the all-reduce; the copies agree.
+    series = stats["replica_stats"]
+    assert series["steps"] == [10, 20, 30, 40, 50, 60]
+    assert any(first != second for first, second in series["values"]["loss"])
+    assert len(stats["all_reduce_wait_seconds"]) == 2 and all(seconds > 0 for seconds in stats["all_reduce_wait_seconds"])
+    assert stats["agreement"].startswith("identical on all 2 replicas:")
+    assert "worker 1 waited in all-reduce:" in result.stdout and "replica loss at step 60:" in result.stdout
+    from dtfx.pipeline.report.page import build_report
+
+    report = Path(build_report(summary.run_dir)).read_text()
+    replicas = report[report.index('<section id="replicas"'):]
+    replicas = replicas[:replicas.index("</section>")]
+    assert "loss per replica" in replicas and "replica 1" in replicas and "identical on all 2 replicas" in replicas
 
 
 def test_a_worker_killed_mid_training_fails_the_step_naming_it(write_config, tmp_path):
