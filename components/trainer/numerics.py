@@ -27,10 +27,23 @@ _INPUT_TENSOR = re.compile(r'Tensor\("([^"]+)"')
 _REPLICA = re.compile(r"(?:^|/)replica_(\d+)/")
 
 
+class StepCounter(keras.callbacks.Callback):
+    """The step each tf.function call of training is about to run (the optimizer's step count cannot tell once a call
+    failed: its increment does not wait for the op that failed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.step = 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.step = int(self.model.optimizer.iterations.numpy()) + 1
+
+
 @contextlib.contextmanager
-def numerics_checked(network: keras.Model, strategy: tf.distribute.Strategy, worker_index: int = 0) -> Iterator[None]:
+def numerics_checked(network: keras.Model, strategy: tf.distribute.Strategy, worker_index: int = 0) -> Iterator[StepCounter]:
     """Training inside stops at the first op that makes NaN or Inf, with a TrainingError naming the op, the Keras
-    layer, the replica and the step.
+    layer, the replica and the step. Train with the callback it yields (and one step per execution, for the step
+    to be exact).
 
     TensorFlow's check does not see inside XLA-compiled functions (tensorflow#59215), so XLA is off
     meanwhile, for the model and for TensorFlow's auto-clustering, and restored after.
@@ -42,15 +55,15 @@ def numerics_checked(network: keras.Model, strategy: tf.distribute.Strategy, wor
         network.jit_compile = False
         tf.config.optimizer.set_jit(False)
     tf.debugging.enable_check_numerics()
+    counter = StepCounter()
     try:
-        yield
+        yield counter
     except tf.errors.InvalidArgumentError as error:
         if _OP.search(error.message) is None:
             raise
         logging.error("check_numerics: TensorFlow's report:\n%s", error.message)
-        step = int(network.optimizer.iterations.numpy()) + 1  # the step that failed was not applied
         where = Placement(strategy.num_replicas_in_sync, _workers(strategy), worker_index)
-        raise TrainingError(describe(error.message, [layer.name for layer in network.layers], where, step)) from None
+        raise TrainingError(describe(error.message, [layer.name for layer in network.layers], where, counter.step)) from None
     finally:
         tf.debugging.disable_check_numerics()
         if jit:

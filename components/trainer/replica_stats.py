@@ -123,12 +123,16 @@ class ReplicaRecorder:
         traced = threading.local()
 
         def seen_compute_loss(*args, **kwargs):
-            traced.seen["loss"] = compute_loss(*args, **kwargs)
-            return traced.seen["loss"]
+            loss = compute_loss(*args, **kwargs)
+            if getattr(traced, "seen", None) is not None:  # in the train step, not in evaluation
+                traced.seen["loss"] = loss
+            return loss
 
         def seen_apply_gradients(grads_and_vars, *args, **kwargs):
             grads_and_vars = list(grads_and_vars)
-            traced.seen["norm"] = tf.linalg.global_norm([gradient for gradient, _ in grads_and_vars if gradient is not None])
+            if getattr(traced, "seen", None) is not None:
+                gradients = [gradient for gradient, _ in grads_and_vars if gradient is not None]
+                traced.seen["norm"] = tf.linalg.global_norm(gradients)
             return apply_gradients(grads_and_vars, *args, **kwargs)
 
         network.compute_loss = seen_compute_loss
@@ -138,7 +142,10 @@ class ReplicaRecorder:
             x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
             step = network.optimizer.iterations.read_value()
             traced.seen = seen = {}
-            logs = own_step(data)
+            try:
+                logs = own_step(data)
+            finally:
+                traced.seen = None
             replicas = tf.distribute.get_replica_context().num_replicas_in_sync
             row = [tf.cast(seen[key], tf.float32) * replicas if key in seen else tf.constant(math.nan)
                    for key in ("loss", "norm")]

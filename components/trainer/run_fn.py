@@ -120,7 +120,10 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
     started = time.perf_counter()
     with contextlib.ExitStack() as debugging:
         if debug.check_numerics:
-            debugging.enter_context(numerics.numerics_checked(network, strategy, devices.worker_index(strategy)))
+            checked = numerics.numerics_checked(network, strategy, devices.worker_index(strategy))
+            callbacks.append(debugging.enter_context(checked))
+        if replica_stats:
+            callbacks.append(replica_stats)
         if debug.dump:
             debugging.enter_context(numerics.debugger_dump(fn_args.model_run_dir))
         history = network.fit(
@@ -129,7 +132,7 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
             steps_per_epoch=steps // epochs,
             validation_data=None if options.sidecar_evaluation else eval_data,
             validation_steps=fn_args.eval_steps,
-            callbacks=callbacks + ([replica_stats] if replica_stats else []),
+            callbacks=callbacks,
             verbose=2,
         ).history
     seconds = time.perf_counter() - started

@@ -1,5 +1,6 @@
 """trainer.debug on real training (the shipped config's Transform output, 2 logical CPU replicas, each training in a
-process of its own as in a Trainer step): per-replica statistics, replica agreement, numerics, the debugger dump."""
+process of its own as in a Trainer step): per-replica statistics, replica agreement, numerics, the debugger dump.
+Two worker processes: tests/e2e/test_multi_worker.py."""
 
 from __future__ import annotations
 
@@ -60,9 +61,18 @@ def scalar_tags(log_dir: Path) -> set[str]:
     return set(accumulator.Tags()["tensors"])
 
 
+def stats_weights(job: TrainingJob) -> int:
+    """How many variables the saved model has."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(os.path.join(job.serving_model_dir, "variables", "variables"))
+    return sum(1 for name in reader.get_variable_to_shape_map() if name.startswith("layer_with_weights-"))
+
+
 def test_each_replica_s_loss_and_gradient_norm_are_recorded_and_the_replicas_agree(tmp_path, penguins_transform, write_config):
-    job, process = train_alone(tmp_path, penguins_transform, write_config,
-                               trainer__debug={"replica_stats": "every_step", "check_agreement": {"every_n": 10}})
+    # All of trainer.debug's switches but check_numerics (which has a test of its own) in one training.
+    debug = {"replica_stats": "every_step", "check_agreement": {"every_n": 10}, "dump": True}
+    job, process = train_alone(tmp_path, penguins_transform, write_config, trainer__debug=debug)
     assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-3000:]
     stats = TrainStats.read(job.model_run_dir)
     series = stats.replica_stats
@@ -73,18 +83,26 @@ def test_each_replica_s_loss_and_gradient_norm_are_recorded_and_the_replicas_agr
     assert any(a != b for a, b in series["values"]["loss"])
     assert any(a != b for a, b in series["values"]["gradient_norm"])
     assert series["values"]["examples"][0] == [32.0, 32.0]
-    assert stats.agreement == "identical on all 2 replicas: 16 variables, last checked at step 20"
+    # Every variable of the model and of the optimizer (Adam's two moments of each, and its step count).
+    assert stats.agreement == f"identical on all 2 replicas: {1 + 3 * stats_weights(job)} variables, last checked at step 20"
     figures = stats.figures()
     assert figures["replica loss at step 20"].count("|") == 1 and "spread" in figures["replica loss at step 20"]
     tags = scalar_tags(Path(job.model_run_dir) / "replicas")
     assert {f"replica_{stat}/replica_{index}" for stat in ("loss", "gradient_norm") for index in (0, 1)} <= tags
     assert (Path(job.serving_model_dir) / "saved_model.pb").is_file()
+    # The Debugger V2 dump, as TensorBoard's debugger plugin reads it.
+    from tensorflow.python.debug.lib import debug_events_reader
+
+    with debug_events_reader.DebugDataReader(os.path.join(job.model_run_dir, "debugger")) as reader:
+        reader.update()
+        assert reader.num_graph_execution_traces() > 0, "no op execution was dumped"
+        assert {"MatMul", "BiasAdd"} <= {digest.op_type for digest in reader.graph_op_digests()}
 
 
 def test_replicas_that_apply_unaggregated_gradients_fail_the_training_naming_the_variable(
         tmp_path, penguins_transform, write_config):
     job, process = train_alone(
-        tmp_path, penguins_transform, write_config, trainer__model={"module": "tests.trainer.unaggregated_model.build_fn"},
+        tmp_path, penguins_transform, write_config, trainer__model={"module": "tests.trainer.debug_models.unaggregated"},
         trainer__debug={"replica_stats": {"every_n": 5}, "check_agreement": "end"},
     )
     message = reported_error(process)
@@ -98,7 +116,7 @@ def test_replicas_that_apply_unaggregated_gradients_fail_the_training_naming_the
 
 def rows_with_an_overflow(transformed: Path, out: Path, row: int) -> str:
     """The training examples in one file, in order, with every float feature of row `row` set to float32's largest
-    value: finite in the data, infinite in the first layer that multiplies it."""
+    value: finite in the data, infinite once two of them are added up."""
     import tensorflow as tf
 
     files = sorted(str(path) for path in (transformed / "Split-train").iterdir())
@@ -119,23 +137,11 @@ def test_numerics_name_the_op_the_layer_and_the_replica_that_got_the_bad_row(tmp
     # Global batch 64 split in two: rows 32-63 of the first batch are replica 1's.
     examples = rows_with_an_overflow(penguins_transform[0], tmp_path / "bad", row=40)
     job, process = train_alone(
-        tmp_path, penguins_transform, write_config, examples=examples,
-        trainer__debug={"check_numerics": True}, trainer__input__shuffle_buffer=0,
+        tmp_path, penguins_transform, write_config, examples=examples, trainer__input__shuffle_buffer=0,
+        trainer__debug={"check_numerics": True}, trainer__model={"module": "tests.trainer.debug_models.summing"},
     )
     message = reported_error(process)
-    assert message.startswith("check_numerics: the first NaN or Inf of the training came from op ")
-    assert "in layer 'dense'" in message and "on replica 1 of 2, at step 1;" in message, message
+    assert message.startswith("check_numerics: the first NaN or Inf of the training came from op MatMul (output 0, "), message
+    assert "in layer 'sums', on replica 1 of 2, at step 1;" in message, message
     assert "lower trainer.learning_rate" in message
     assert not (Path(job.serving_model_dir) / "saved_model.pb").exists()
-
-
-def test_the_debugger_dump_is_readable_by_tensorboard_s_reader(tmp_path, penguins_transform, write_config):
-    job, process = train_alone(tmp_path, penguins_transform, write_config, trainer__debug={"dump": True},
-                               trainer__train_steps=4, trainer__steps_per_execution=2)
-    assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-3000:]
-    from tensorflow.python.debug.lib import debug_events_reader
-
-    with debug_events_reader.DebugDataReader(os.path.join(job.model_run_dir, "debugger")) as reader:
-        reader.update()
-        assert reader.num_executions() > 0 or reader.graph_execution_traces(), "nothing was dumped"
-        assert any(graph.name for graph in reader.graphs())

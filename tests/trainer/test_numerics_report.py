@@ -40,10 +40,12 @@ def test_backpropagation_and_ops_outside_the_layers_are_said_so():
     assert "in layer 'dense' during backpropagation, on replica 1" in describe(backward, LAYERS, Placement(2, 1, 0), 1)
     loss = IN_A_LAYER.replace("model/dense/MatMul/ReadVariableOp", "sparse_categorical_crossentropy/Log").replace(
         "model/concatenate/concat", "sparse_categorical_crossentropy/Cast")
-    assert "outside the model's layers (in the loss or the metrics), on replica 1" in describe(loss, LAYERS, Placement(2, 1, 0), 1)
+    message = describe(loss, LAYERS, Placement(2, 1, 0), 1)
+    assert "outside the model's layers (in the loss or the metrics), on replica 1" in message
 
 
 def test_a_nan_in_the_data_is_found_in_the_input_pipeline_before_any_replica():
     message = describe(IN_THE_INPUT, LAYERS, Placement(replicas=2, workers=2, worker_index=1), step=1)
-    assert "from op Placeholder (output 0, shape (None, 3)) in the input pipeline of worker 1 (graph Dataset_map_normalize)" in message
+    assert ("from op Placeholder (output 0, shape (None, 3)) in the input pipeline of worker 1 "
+            "(graph Dataset_map_normalize)") in message
     assert "the training examples hold a NaN or Inf value" in message and "replica 1" not in message
