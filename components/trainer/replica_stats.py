@@ -19,6 +19,7 @@ import math
 import threading
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
@@ -175,6 +176,8 @@ class ReplicaStatsCallback(keras.callbacks.Callback):
         self.steps: list[int] = []
         self.values: dict[str, list[list[float | None]]] = {stat: [] for stat in STATS}
         self._done = 0
+        # One call per execution for all its steps' scalars: eager summary calls, one per value, cost more than the steps.
+        self._write = tf.function(self._write_rows)
 
     def on_train_begin(self, logs=None):
         self._done = int(self.model.optimizer.iterations.numpy())  # after a resume, not 0
@@ -185,18 +188,26 @@ class ReplicaStatsCallback(keras.callbacks.Callback):
         self._done = done
         if not wanted:
             return
-        table = self.recorder.read().numpy()
-        with self.writer.as_default():
-            for step in wanted:
-                row = table[(step - 1) % self.recorder.slots]  # the step that ran at iteration step - 1
-                self.steps.append(step)
-                for index, stat in enumerate(STATS):
-                    values = [None if math.isnan(value) else float(value) for value in row[index]]
-                    self.values[stat].append(values)
-                    for replica, value in enumerate(values):
-                        if value is not None:
-                            tf.summary.scalar(f"replica_{stat}/replica_{replica}", value, step=step)
+        # Row (step - 1) % slots holds the step that ran at iteration step - 1.
+        rows = self.recorder.read().numpy()[[(step - 1) % self.recorder.slots for step in wanted]]
+        self.steps.extend(wanted)
+        for index, stat in enumerate(STATS):
+            self.values[stat].extend([[None if math.isnan(value) else float(value) for value in row[index]] for row in rows])
+        seen = tuple(not np.isnan(rows[:, index]).all() for index in range(len(STATS)))  # a wrapped step has no norm
+        self._write(tf.constant(wanted, tf.int64), tf.constant(rows), seen)
+
+    def on_train_end(self, logs=None):
         self.writer.flush()
+
+    def _write_rows(self, steps: tf.Tensor, rows: tf.Tensor, seen: tuple[bool, ...]) -> None:
+        with self.writer.as_default():
+            for index in range(rows.shape[0]):  # static: a trace per count of steps (tf.range would scope the tags)
+                for stat_index, stat in enumerate(STATS):
+                    if not seen[stat_index]:
+                        continue
+                    for replica in range(self.recorder.replicas):
+                        tf.summary.scalar(f"replica_{stat}/replica_{replica}", rows[index, stat_index, replica],
+                                          step=steps[index])
 
     def series(self) -> ReplicaSeries:
         waited = self.recorder.waited.read_value().numpy().tolist()
