@@ -19,6 +19,9 @@ SHRINK = [
     "trainer.distribution.strategy=default",
     "trainer.distribution.devices=auto",
     "evaluator.thresholds.accuracy.lower_bound=0.3",
+    # For the Replicas section (one replica here: its curves, and the agreement check's answer for one).
+    "trainer.debug.replica_stats=every_step",
+    "trainer.debug.check_agreement=end",
 ]
 
 

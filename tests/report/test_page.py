@@ -45,6 +45,7 @@ def test_a_run_stopped_after_statistics_shows_statistics_and_not_run_sections(tm
         "graph": "",
         "statistics": "",
         "training": "not-run",
+        "replicas": "not-run",
         "evaluation": "not-run",
         "model": "not-run",
         "config": "",

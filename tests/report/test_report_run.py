@@ -49,6 +49,7 @@ def test_report_of_a_whole_run_has_every_section(penguin_runs):
     # Loss and accuracy per epoch, and the validation scalars TensorBoard recorded per optimizer step.
     assert html.count('class="curve"') >= 4 and "evaluation_loss_vs_iterations" in html
     assert ACCURACY_CELL in html and "≥ 0.3" in html and "passed" in html and ">blessed<" in html
+    assert "loss per replica" in html and "one replica: nothing to compare" in html
     assert "Signature serving_default" in html and "<td>input</td><td>examples</td><td>string</td>" in html
     assert "<td>output</td><td>predicted_class</td>" in html
     assert not external_references(html)
