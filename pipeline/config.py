@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import ConfigDict, Discriminator, Field, FiniteFloat, PositiveInt, Tag, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    FiniteFloat,
+    PositiveInt,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from dtfx.components.registry.metrics import TASKS, metrics_for
 from dtfx.components.registry.models import MODEL_TYPES
@@ -204,6 +214,8 @@ def _word_or_every_n(*words: str) -> Any:
     return Annotated[
         Union[Annotated[Literal[words], Tag("word-form")], Annotated[EveryN, Tag("every-n-form")]],  # noqa: UP007
         Discriminator(_every_n_or_word),
+        # YAML reads a bare `off` as false.
+        BeforeValidator(lambda value: "off" if value is False else value),
     ]
 
 

@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+import yaml
 
 from dtfx.components.names import STAGES, stage_of
 from dtfx.pipeline.builder import build_pipeline
@@ -114,3 +115,6 @@ def test_debug_settings_reach_the_trainer_as_step_counts():
     assert (options.replica_stats_every, options.check_agreement, options.agreement_every) == (1, True, 100)
     off = trainer_options(Config(**default_config())).debug
     assert (off.replica_stats_every, off.check_agreement, off.check_numerics, off.dump) == (0, False, False, False)
+    # A bare `off` is false to YAML; it still means off.
+    written = yaml.safe_load("replica_stats: off\ncheck_agreement: off\n")
+    assert trainer_options(Config(**set_key(default_config(), "trainer.debug", written))).debug == off
