@@ -9,7 +9,8 @@ variables, one column per replica; reading them sums the columns across replicas
 which is the only collective added, and it happens only at the steps that are recorded.
 
 A model with a `train_step` of its own keeps it (it may be what is being debugged): dtfx wraps it
-and records what it returns, the replica's running loss, and the examples, but no gradient norm.
+and records the loss it computes with `compute_loss`, the norm of the gradients it gives the
+optimizer, and the examples; but its all-reduce, inside the optimizer, is not timed.
 """
 
 from __future__ import annotations
