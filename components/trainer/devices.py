@@ -64,13 +64,10 @@ def cluster_of(strategy: tf.distribute.Strategy) -> dict[str, list[str]]:
 
 def worker_index(strategy: tf.distribute.Strategy) -> int:
     """This process's place among the workers that hold replicas (the chief, where there is one, first); 0 alone."""
-    resolver = strategy.cluster_resolver
-    if resolver is None or not resolver.cluster_spec().as_dict():
+    cluster, resolver = cluster_of(strategy), strategy.cluster_resolver
+    if not cluster or resolver is None or resolver.task_type == "chief":  # alone, or a coordinator (parameter servers)
         return 0
-    with_chief = "chief" in resolver.cluster_spec().as_dict()
-    if resolver.task_type == "chief":
-        return 0
-    return (resolver.task_id or 0) + int(with_chief)
+    return (resolver.task_id or 0) + int("chief" in cluster)
 
 
 def coordinated(strategy: tf.distribute.Strategy) -> bool:

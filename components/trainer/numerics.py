@@ -18,6 +18,7 @@ import tf_keras as keras
 from absl import logging
 
 from dtfx.components.errors import TrainingError
+from dtfx.components.trainer import devices
 
 DUMP_DIR = "debugger"
 _OP = re.compile(r'Detected Infinity or NaN in output (\d+) of (?:graph|eager) op "([^"]+)"')
@@ -40,7 +41,7 @@ class StepCounter(keras.callbacks.Callback):
 
 
 @contextlib.contextmanager
-def numerics_checked(network: keras.Model, strategy: tf.distribute.Strategy, worker_index: int = 0) -> Iterator[StepCounter]:
+def numerics_checked(network: keras.Model, strategy: tf.distribute.Strategy) -> Iterator[StepCounter]:
     """Training inside stops at the first op that makes NaN or Inf, with a TrainingError naming the op, the Keras
     layer, the replica and the step. Train with the callback it yields (and one step per execution, for the step
     to be exact).
@@ -62,7 +63,9 @@ def numerics_checked(network: keras.Model, strategy: tf.distribute.Strategy, wor
         if _OP.search(error.message) is None:
             raise
         logging.error("check_numerics: TensorFlow's report:\n%s", error.message)
-        where = Placement(strategy.num_replicas_in_sync, _workers(strategy), worker_index)
+        # A coordinator (parameter servers) cannot tell which worker ran the step: it is counted as one place.
+        workers = 1 if devices.coordinated(strategy) else devices.worker_count(strategy)
+        where = Placement(strategy.num_replicas_in_sync, workers, devices.worker_index(strategy))
         raise TrainingError(describe(error.message, [layer.name for layer in network.layers], where, counter.step)) from None
     finally:
         tf.debugging.disable_check_numerics()
@@ -109,12 +112,6 @@ def describe(report: str, layers: list[str], where: Placement, step: int) -> str
         f"batch), in the features{' that layer reads' if layer else ''}; if the data is sane, lower trainer.learning_rate. "
         "TensorFlow's full report, with the op's inputs and where it was created, is in the Trainer's log"
     )
-
-
-def _workers(strategy: tf.distribute.Strategy) -> int:
-    resolver = getattr(strategy, "cluster_resolver", None)
-    cluster = resolver.cluster_spec().as_dict() if resolver else {}
-    return max(1, len(cluster.get("worker", ())) + len(cluster.get("chief", ())))
 
 
 def _layer_of(tensors: list[str], layers: list[str]) -> str | None:

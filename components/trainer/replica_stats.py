@@ -24,6 +24,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from dtfx.components.names import REPLICA_STATS_RUN
+
 STATS = ("loss", "gradient_norm", "examples")
 
 
@@ -173,7 +175,7 @@ class ReplicaStatsCallback(keras.callbacks.Callback):
     def __init__(self, recorder: ReplicaRecorder, every: int, log_dir: str):
         super().__init__()
         self.recorder, self.every = recorder, every
-        self.writer = tf.summary.create_file_writer(f"{log_dir}/replicas")
+        self.writer = tf.summary.create_file_writer(f"{log_dir}/{REPLICA_STATS_RUN}")
         self.steps: list[int] = []
         self.values: dict[str, list[list[float | None]]] = {stat: [] for stat in STATS}
         self._done = 0

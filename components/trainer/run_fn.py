@@ -120,8 +120,7 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
     started = time.perf_counter()
     with contextlib.ExitStack() as debugging:
         if debug.check_numerics:
-            checked = numerics.numerics_checked(network, strategy, devices.worker_index(strategy))
-            callbacks.append(debugging.enter_context(checked))
+            callbacks.append(debugging.enter_context(numerics.numerics_checked(network, strategy)))
         if replica_stats:
             callbacks.append(replica_stats)
         if debug.dump:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from dtfx.components.names import EVALUATION_OUTPUT, MODEL_RUN_OUTPUT, TRAIN_STATS_FILE
+from dtfx.components.names import EVALUATION_OUTPUT, MODEL_RUN_OUTPUT, REPLICA_STATS_RUN, TRAIN_STATS_FILE
 from dtfx.components.registry.metrics import METRICS
 from dtfx.pipeline.report import artifacts, evaluation, svg
 from dtfx.pipeline.report.markup import badge, esc, facts, not_run, section, table
@@ -44,7 +44,7 @@ def _tensorboard(log_dir: str, skip_epoch_tags: bool) -> str:
     for (run, tag), points in scalars.items():
         if skip_epoch_tags and tag.startswith("epoch_"):
             continue  # the same values as the per-epoch curves above
-        if run == "replicas":
+        if run == REPLICA_STATS_RUN:
             continue  # the Replicas section draws them, a replica per line
         if len(points) > 1:
             curves.setdefault(tag, {})[run] = points
