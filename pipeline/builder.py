@@ -130,7 +130,9 @@ def build_pipeline(
 def ingest_options(config: Config) -> IngestOptions:
     """The ingest step's options: the label and task, `data.non_finite`, `data.sharding` and the numeric features."""
     return IngestOptions(label=config.data.label, task=config.data.task, non_finite=config.data.non_finite,
-                         numeric_features=config.features.numeric, **config.data.sharding.model_dump())
+                         numeric_features=config.features.numeric, on_bad_image=config.data.on_bad_image,
+                         images=[feature.model_dump(mode="json") for feature in config.features.image],
+                         **config.data.sharding.model_dump())
 
 
 def transform_options(config: Config) -> TransformOptions:
@@ -141,6 +143,8 @@ def transform_options(config: Config) -> TransformOptions:
         numeric=config.features.numeric,
         categorical=config.features.categorical,
         oov_buckets=config.features.vocabulary_oov_buckets,
+        images=[feature.model_dump(mode="json") for feature in config.features.image],
+        texts=[feature.model_dump(mode="json") for feature in config.features.text],
         num_shards=config.data.sharding.num_shards,
     )
 

@@ -16,6 +16,7 @@ from dtfx.pipeline.cli_args import add_config_verb
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.kubeflow.commands import add_commands
 from dtfx.pipeline.report.command import add_command as add_report_command
+from dtfx.pipeline.samples.command import add_command as add_sample_data_command
 from dtfx.pipeline.starter.command import add_command as add_init_command
 
 EXIT_USER_ERROR = 2
@@ -55,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     add_commands(verbs)  # compile, submit, rehearse
     add_report_command(verbs)  # report RUN_DIR
     add_init_command(verbs)  # init NAME --data CSV
+    add_sample_data_command(verbs)  # sample-data NAME DIR
 
     schema = verbs.add_parser("schema", help="Print the JSON Schema of the config.")
     schema.set_defaults(handler=_schema)

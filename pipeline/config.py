@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from dtfx.components.registry.metrics import TASKS, metrics_for
-from dtfx.components.registry.models import MODEL_TYPES
+from dtfx.components.registry.models import MODEL_TYPES, model_type_of
 from dtfx.components.registry.strategies import STRATEGIES
 from dtfx.pipeline.beam_config import BeamSection
 from dtfx.pipeline.config_base import Section
@@ -78,6 +78,11 @@ class DataSection(Section):
         description="A number that is infinite in float32 (inf, -inf, 1e309; NaN, as text or stored, is always a "
         "missing value): `error` stops ingest naming the file, line and column; `missing` treats it as a missing value.",
     )
+    on_bad_image: Literal["error", "skip"] = Field(
+        "error",
+        description="An image (features.image) that is missing, unreadable or not an image: `error` stops ingest naming "
+        "the file and row; `skip` leaves the row out, counts it and lists the first ones in the ingest log.",
+    )
 
     @field_validator("splits")
     @classmethod
@@ -88,6 +93,34 @@ class DataSection(Section):
         return splits
 
 
+class ImageFeature(Section):
+    name: str = Field(description="The data column that holds the image: a file path (source: path) or its bytes.")
+    source: Literal["path", "bytes"] = Field(
+        "path",
+        description="path: the column holds image file paths, relative to the data file's directory (or absolute); "
+        "bytes: it holds the encoded image (PNG, JPEG, GIF or BMP) itself, as a Parquet binary column can.",
+    )
+    size: tuple[PositiveInt, PositiveInt] = Field(
+        description="[height, width] in pixels: ingest resizes every image to it (bilinear), so all have one shape."
+    )
+    channels: Literal[1, 3] = Field(3, description="1 (grayscale) or 3 (RGB): ingest converts every image to it.")
+
+
+class TextFeature(Section):
+    name: str = Field(description="The data column that holds the text.")
+    max_tokens: PositiveInt = Field(
+        20_000, description="Vocabulary size: the most frequent tokens of the training split; the others share the "
+        "out-of-vocabulary buckets (features.vocabulary_oov_buckets)."
+    )
+    sequence_length: PositiveInt = Field(
+        200, le=10_000, description="Tokens per example the model reads: longer texts are cut, shorter ones padded."
+    )
+    standardize: Literal["lower_and_strip_punctuation", "lower", "none"] = Field(
+        "lower_and_strip_punctuation",
+        description="Before splitting on whitespace: lower-case and remove punctuation, lower-case only, or nothing.",
+    )
+
+
 class FeaturesSection(Section):
     numeric: list[str] | None = Field(
         None, description="Numeric feature columns (z-scored, missing values filled with the mean). Null: inferred."
@@ -95,15 +128,32 @@ class FeaturesSection(Section):
     categorical: list[str] | None = Field(
         None, description="String or integer category columns (vocabulary, unseen values to an OOV bucket). Null: inferred."
     )
-    vocabulary_oov_buckets: PositiveInt = Field(1, description="Buckets for categories not seen in training data.")
+    image: list[ImageFeature] = Field(
+        default_factory=list, description="Image columns: read, checked and resized by ingest, scaled to [0, 1] by "
+        "Transform; a model with image inputs is `cnn`."
+    )
+    text: list[TextFeature] = Field(
+        default_factory=list, description="Text columns: tokenized by Transform into a vocabulary of the training "
+        "split; a model with text inputs is `embedding_lstm`."
+    )
+    vocabulary_oov_buckets: PositiveInt = Field(
+        1, description="Buckets for categories (and text tokens) not seen in training data."
+    )
 
     @model_validator(mode="after")
     def _disjoint(self) -> FeaturesSection:
-        both = set(self.numeric or ()) & set(self.categorical or ())
-        if both:
-            raise ValueError(f"columns listed as both numeric and categorical: {', '.join(sorted(both))}")
+        kinds = {"numeric": self.numeric or [], "categorical": self.categorical or [],
+                 "image": [feature.name for feature in self.image], "text": [feature.name for feature in self.text]}
+        seen: dict[str, str] = {}
+        for kind, names in kinds.items():
+            for name in names:
+                if name in seen:
+                    twice = "twice" if seen[name] == kind else f"as both {seen[name]} and {kind}"
+                    raise ValueError(f"column {name!r} is listed {twice}")
+                seen[name] = kind
         # Listing one kind means "exactly these": with nothing listed, the model has no input.
-        if (self.numeric is not None or self.categorical is not None) and not (self.numeric or self.categorical):
+        listed = self.numeric is not None or self.categorical is not None
+        if listed and not (self.numeric or self.categorical or self.image or self.text):
             raise ValueError(
                 "no feature: the lists given are empty; name at least one column, or leave out both "
                 "numeric and categorical to use every column but the label"
@@ -379,6 +429,22 @@ class Config(Section):
                     "workers must run the pipeline image, which holds dtfx's Beam code (leave config out to use "
                     "kubeflow.image)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _model_reads_the_features(self) -> Config:
+        entry = model_type_of(self.trainer.model)
+        given = {kind for kind in ("image", "text") if getattr(self.features, kind)}
+        for kind in sorted(given - entry.reads):
+            readers = [other.name for other in MODEL_TYPES if kind in other.reads and other.name != "user"]
+            raise ValueError(f"trainer.model {entry.name} cannot read the {kind} features of features.{kind}; "
+                             f"use type {' or '.join(readers)} (or your own module)")
+        for kind in sorted(entry.needs - given):
+            raise ValueError(f"trainer.model {entry.name} needs at least one {kind} feature: list it in "
+                             f"features.{kind}")
+        image_columns = {feature.name for feature in self.features.image}
+        if self.data.label in image_columns | {feature.name for feature in self.features.text}:
+            raise ValueError(f"the label {self.data.label!r} cannot also be a feature")
         return self
 
     def metric_names(self) -> tuple[str, ...]:

@@ -245,6 +245,10 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     for kind in ("numeric", "categorical"):
         if isinstance(features.get(kind), list):
             named += [(f"features.{kind}.{index}", name) for index, name in enumerate(features[kind])]
+    for kind in ("image", "text"):
+        if isinstance(features.get(kind), list):
+            named += [(f"features.{kind}.{index}.name", feature.get("name"))
+                      for index, feature in enumerate(features[kind]) if isinstance(feature, dict)]
     named.append(("data.sharding.key", _section(data, "sharding").get("key")))
     missing = {name for path, name in named if isinstance(name, str) and name not in columns}
     for path, name in named:

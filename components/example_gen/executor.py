@@ -36,7 +36,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from dtfx.components.errors import DataError
-from dtfx.components.example_gen import assign, encode, sources, tfrecord
+from dtfx.components.example_gen import assign, encode, images, sources, tfrecord
 from dtfx.components.example_gen.options import IngestOptions
 
 FILE_PREFIX = "data_tfrecord"  # stock ExampleGen's name, so tools that glob for it find the shards
@@ -44,6 +44,10 @@ FILE_FORMAT = "tfrecords_gzip"
 PARTS_DIR = "parts"
 COMPRESSION_LEVEL = 1  # fastest zlib level: ingestion is CPU-bound, and its output is read by the next steps only
 COPY_BUFFER_BYTES = 8 << 20
+METRICS_NAMESPACE = "dtfx"
+SKIPPED_IMAGES_COUNTER = "rows_skipped_for_bad_images"
+SKIPPED_IMAGES_PROPERTY = "rows_skipped_for_bad_images"  # on the Examples artifact, for the summary
+SKIPS_LOGGED = 20  # per input file
 _BEAM_STEP_SUFFIX = re.compile(r" \[while running '[^']*'\]$")
 
 
@@ -65,6 +69,9 @@ class _EncodeFile(beam.DoFn):
         self._split_names = split_names
         self._split_sizes = split_sizes
         self._parts_uri = os.path.join(staging_uri, PARTS_DIR)
+        self._images = [images.ImageColumn.from_dict(feature) for feature in options.images]
+        self._skipped = beam.metrics.Metrics.counter(METRICS_NAMESPACE, SKIPPED_IMAGES_COUNTER)
+        self._logged = 0
 
     def process(self, indexed_path: tuple[int, str], scans: list[sources.FileScan]):
         # Unifying the scans is cheap (one small record per file), so each file does it rather than
@@ -76,22 +83,53 @@ class _EncodeFile(beam.DoFn):
         batches = sources.iter_records(scan) if plan.format == "tfrecord" else sources.iter_tables(scan, plan.columns)
         with _PartWriters(self._parts_uri, index) as parts:
             for batch in batches:
-                examples, key_values = self._encode(scan, batch, plan, file_rows)
+                batch_rows = len(batch)
+                batch, kept = self._with_images(scan, batch, file_rows)
+                examples, key_values = self._encode(scan, batch, plan, file_rows, kept)
                 crcs = tfrecord.data_crcs(examples.to_numpy(zero_copy_only=False))
                 framed = tfrecord.frame(examples, crcs)
                 hashes = assign.content_hashes(crcs, pc.binary_length(examples).to_numpy(zero_copy_only=False))
-                first_row = plan.offsets[index] + file_rows
-                groups = self._assign(hashes, key_values, first_row, plan.total_rows)
+                row_numbers = plan.offsets[index] + file_rows + (np.arange(batch_rows) if kept is None else kept)
+                groups = self._assign(hashes, key_values, row_numbers, plan.total_rows)
                 parts.write_batch([(self._split_names[split], shard, framed.take(pa.array(rows)))
                                    for (split, shard), rows in groups])
-                file_rows += len(examples)
+                file_rows += batch_rows
         if file_rows != scan.num_rows:
             raise DataError(f"{scan.path}: the file changed while it was read ({scan.num_rows} rows, then {file_rows}); "
                             "run again")
         for (split, shard), path in parts.paths.items():
             yield (split, shard), (index, path)
 
-    def _encode(self, scan, batch, plan, first_row):
+    def _with_images(self, scan, batch, first_row):
+        """The batch with its image columns as PNG bytes, and the rows kept (None: all) when bad ones are skipped.
+
+        A bad image is a DataError naming the file and row, or, with `on_bad_image: skip`, its row is
+        left out, counted and (the first few) logged.
+        """
+        if not self._images or scan.format == "tfrecord":
+            return batch, None
+        columns = dict(zip(batch.schema.names, batch.columns, strict=True))
+        bad_rows: dict[int, images.BadImage] = {}
+        for column in self._images:
+            loaded, bad = images.load_column(columns[column.name], column, os.path.dirname(scan.path))
+            columns[column.name] = loaded
+            for problem in bad:
+                bad_rows.setdefault(problem.row, problem)
+        batch = pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
+        if not bad_rows:
+            return batch, None
+        if self._options.on_bad_image == "error":
+            problem = bad_rows[min(bad_rows)]
+            raise DataError(f"{sources.describe_row(scan, first_row + problem.row)}: {problem}; fix or remove the row, "
+                            "or set data.on_bad_image: skip to leave such rows out")
+        self._skipped.inc(len(bad_rows))
+        for row in sorted(bad_rows)[: max(0, SKIPS_LOGGED - self._logged)]:
+            logging.warning("skipped %s: %s", sources.describe_row(scan, first_row + row), bad_rows[row])
+            self._logged += 1
+        kept = np.setdiff1d(np.arange(len(batch)), np.fromiter(bad_rows, dtype=np.int64))
+        return batch.take(pa.array(kept)), kept
+
+    def _encode(self, scan, batch, plan, first_row, kept=None):
         """(serialized examples as a binary array, key column values or None) of one batch."""
         key = self._options.key if self._options.strategy == "hash" else None
         try:
@@ -99,15 +137,16 @@ class _EncodeFile(beam.DoFn):
                 return encode.finite_records(batch, self._options.non_finite), (_tfrecord_key(batch, key) if key else None)
             arrays = encode.to_feature_values(batch, plan.kinds, self._options.non_finite)
         except encode.ValueConversionError as error:
-            raise DataError(f"{sources.describe_row(scan, first_row + error.row)}: {error}") from None
+            row = error.row if kept is None else int(kept[error.row])
+            raise DataError(f"{sources.describe_row(scan, first_row + row)}: {error}") from None
         key_values = encode.first_values(arrays[plan.columns.index(key)]) if key else None
         return encode.encode_examples(list(plan.columns), arrays), key_values
 
-    def _assign(self, hashes, key_values, first_row, total_rows):
+    def _assign(self, hashes, key_values, row_numbers, total_rows):
         """Yields ((split index, shard), row indices in input order) for the non-empty groups."""
         options = self._options
         splits = assign.split_indices(hashes, self._split_sizes, options.seed)
-        row_numbers = np.arange(first_row, first_row + len(hashes), dtype=np.int64)
+        row_numbers = row_numbers.astype(np.int64)
         shard_hashes = assign.key_hashes(key_values) if key_values is not None else hashes
         shards = assign.shard_indices(options.strategy, options.num_shards, options.seed, row_numbers, total_rows,
                                       shard_hashes)
@@ -233,13 +272,16 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
         staging = os.path.join(examples.uri, f".incomplete-{uuid.uuid4().hex}")
         try:
-            self._run_pipeline(files, options, split_names, split_sizes, staging)
+            skipped = self._run_pipeline(files, options, split_names, split_sizes, staging)
             _check_no_split_is_empty(staging, split_names, split_sizes, options.num_shards)
             _publish(staging, examples.uri, split_names, options.num_shards)
         finally:
             if fileio.exists(staging):
                 fileio.rmtree(staging)
 
+        if skipped:
+            logging.warning("ShardedExampleGen left out %d rows with a bad image (data.on_bad_image: skip)", skipped)
+        examples.set_int_custom_property(SKIPPED_IMAGES_PROPERTY, skipped)
         examples.split_names = artifact_utils.encode_split_names(split_names)
         examples_utils.set_payload_format(examples, example_gen_pb2.FORMAT_TF_EXAMPLE)
         examples_utils.set_file_format(examples, FILE_FORMAT)
@@ -247,7 +289,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
     def _run_pipeline(self, files, options, split_names, split_sizes, staging):
         try:
-            with self._make_beam_pipeline() as pipeline:
+            pipeline = self._make_beam_pipeline()
+            with pipeline:
                 indexed = pipeline | "Files" >> beam.Create(list(enumerate(files)))
                 scans = indexed | "Scan" >> beam.Map(sources.scan_file)
                 chunks = indexed | "Encode" >> beam.ParDo(_EncodeFile(options, split_names, split_sizes, staging),
@@ -261,6 +304,14 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         except DataError as error:
             # Beam appends the step name to the message; the user only needs file and line.
             raise DataError(_BEAM_STEP_SUFFIX.sub("", str(error))) from None
+        return _skipped_rows(pipeline.result) if options.images else 0
+
+
+def _skipped_rows(result) -> int:
+    """Rows left out for a bad image (data.on_bad_image: skip), counted by the Encode step's Beam counter."""
+    query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(METRICS_NAMESPACE)
+                                   .with_name(SKIPPED_IMAGES_COUNTER))
+    return sum(counter.committed or counter.attempted or 0 for counter in query["counters"])
 
 
 def _output_splits(exec_properties: dict[str, Any]) -> tuple[list[str], list[int]]:

@@ -28,6 +28,8 @@ class IngestOptions(StepOptions):
     non_finite: str  # error | missing: what ingest does with inf, -inf and NaN numbers
     task: str  # classification | regression: a regression label must hold numbers
     numeric_features: list[str] | None  # features.numeric: columns that must hold numbers; None when inferred
+    images: list[dict]  # features.image: name, source, size, channels; ingest reads, checks and resizes them
+    on_bad_image: str  # error | skip (data.on_bad_image)
 
     def numeric_columns(self) -> dict[str, str]:
         """Each column that must hold numbers, with what the config makes it (for the error that names it)."""
@@ -47,6 +49,8 @@ class IngestOptions(StepOptions):
             raise ValueError(f"seed must be an integer, not {self.seed!r}")
         if self.non_finite not in ("error", "missing"):
             raise ValueError(f"non_finite must be error or missing, not {self.non_finite!r}")
+        if self.on_bad_image not in ("error", "skip"):
+            raise ValueError(f"on_bad_image must be error or skip, not {self.on_bad_image!r}")
         if self.task not in ("classification", "regression"):
             raise ValueError(f"task must be classification or regression, not {self.task!r}")
 
@@ -72,4 +76,7 @@ class IngestOptions(StepOptions):
         for name in ("num_shards", "seed"):
             if name in values:
                 values[name] = int(values[name])
+        for image in values.get("images", []):
+            image["size"] = [int(side) for side in image["size"]]
+            image["channels"] = int(image["channels"])
         return cls.from_dict(values)

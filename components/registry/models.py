@@ -1,12 +1,15 @@
 """Model types: the `trainer.model` sections the config accepts, and the function that builds each.
 
 Every builder is called the same way, with what the Transform produced:
-`build(numeric, categorical, num_outputs, **options)` where `numeric` lists the transformed
-names of z-scored float32 features, `categorical` maps the transformed name of each category
-feature to its number of int64 ids (vocabulary plus OOV buckets), and `num_outputs` is the
-number of classes (logits) or 1 (regression). The model takes a dict of `[batch]` tensors keyed
-by those names. A user's own model (`trainer.model.module`) gets the same three arguments and
-no options.
+`build(numeric, categorical, num_outputs, images=..., text=..., **options)` where `numeric` lists
+the transformed names of z-scored float32 features, `categorical` maps the transformed name of
+each category feature to its number of int64 ids (vocabulary plus OOV buckets), `images` maps
+each image feature to its `(height, width, channels)` (float32 in [0, 1]), `text` maps each text
+feature to `(ids, sequence_length)` (int64 token ids, 0 the padding, `ids` counting the padding
+and the OOV buckets), and `num_outputs` is the number of classes (logits) or 1 (regression).
+The model takes a dict of `[batch, ...]` tensors keyed by those names. A user's own model
+(`trainer.model.module`) gets the first three arguments, and `images`/`text` only when the
+config has such features.
 """
 
 from __future__ import annotations
@@ -31,6 +34,28 @@ class DnnModel(ModelOptions):
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout rate after each hidden layer.")
 
 
+class CnnModel(ModelOptions):
+    type: Literal["cnn"] = Field("cnn", description="A convolutional network over image features.")
+    filters: list[PositiveInt] = Field(
+        default_factory=lambda: [32, 64, 64],
+        min_length=1,
+        description="Filters of each 3x3 convolution; each but the last is followed by 2x2 max pooling.",
+    )
+    dense: list[PositiveInt] = Field(default_factory=lambda: [64], description="Width of each dense layer after them.")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout rate before the output layer.")
+
+
+class EmbeddingLstmModel(ModelOptions):
+    type: Literal["embedding_lstm"] = Field("embedding_lstm", description="Embedding + LSTM over text features.")
+    embedding_dim: PositiveInt = Field(64, description="Width of the token embedding.")
+    lstm_units: list[PositiveInt] = Field(
+        default_factory=lambda: [64], min_length=1, description="Units of each stacked LSTM layer."
+    )
+    bidirectional: bool = Field(True, description="Read each text in both directions (Bidirectional LSTM).")
+    dense: list[PositiveInt] = Field(default_factory=list, description="Width of each dense layer after the LSTM.")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout rate before the output layer.")
+
+
 class UserModel(ModelOptions):
     module: str = Field(
         pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$",
@@ -46,20 +71,37 @@ class ModelType:
     options: type[ModelOptions]  # the trainer.model section of this type
     build: str | None  # dotted path of the builder; None: the user's function named by the `module` option
     description: str
+    # Feature kinds the model can read (of numeric, categorical, image, text), and those it needs one feature of.
+    reads: frozenset[str] = frozenset({"numeric", "categorical"})
+    needs: frozenset[str] = frozenset()
 
-    def build_model(self, options: dict[str, Any], numeric: list[str], categorical: dict[str, int], num_outputs: int):
+    def build_model(self, options: dict[str, Any], numeric: list[str], categorical: dict[str, int], num_outputs: int,
+                    images: dict[str, tuple[int, int, int]] | None = None, text: dict[str, tuple[int, int]] | None = None):
         """The Keras model, from this type's options as the step received them."""
+        extra = {key: value for key, value in (("images", images), ("text", text)) if value}
         if self.build is None:
-            return load_function(options["module"])(numeric, categorical, num_outputs)
+            return load_function(options["module"])(numeric, categorical, num_outputs, **extra)
         settings = {key: value for key, value in options.items() if key != "type"}
-        return load_function(self.build)(numeric, categorical, num_outputs, **settings)
+        return load_function(self.build)(numeric, categorical, num_outputs, **extra, **settings)
 
 
+TABULAR = frozenset({"numeric", "categorical"})
 MODEL_TYPES: Registry[ModelType] = Registry("model type")
 MODEL_TYPES.register(
     ModelType("dnn", DnnModel, "dtfx.components.trainer.model.build_dnn", "A fully connected network over all features.")
 )
-MODEL_TYPES.register(ModelType("user", UserModel, None, "Your own build_fn, named by `module`."))
+MODEL_TYPES.register(
+    ModelType("cnn", CnnModel, "dtfx.components.trainer.model.build_cnn",
+              "Convolutions over image features (features.image), tabular features joined before the dense layers.",
+              reads=TABULAR | {"image"}, needs=frozenset({"image"}))
+)
+MODEL_TYPES.register(
+    ModelType("embedding_lstm", EmbeddingLstmModel, "dtfx.components.trainer.model.build_embedding_lstm",
+              "Token embedding and LSTM over text features (features.text), tabular features joined before the output.",
+              reads=TABULAR | {"text"}, needs=frozenset({"text"}))
+)
+MODEL_TYPES.register(ModelType("user", UserModel, None, "Your own build_fn, named by `module`.",
+                               reads=TABULAR | {"image", "text"}))
 
 
 def model_type_of(options: ModelOptions) -> ModelType:

@@ -26,30 +26,40 @@ class ModelInputs:
     label_key: str
     numeric: list[str]
     categorical: dict[str, int]  # feature -> buckets
+    images: dict[str, tuple[int, int, int]]  # feature -> (height, width, channels)
+    text: dict[str, tuple[int, int]]  # feature -> (token ids counting padding and OOV buckets, sequence length)
     classes: list[str] | None  # classification only
 
     @classmethod
     def of(cls, transform_output: str, label: str, task: str) -> ModelInputs:
+        """The inputs as Transform wrote them: each feature's kind follows from its type and shape."""
         tft_output = tft.TFTransformOutput(transform_output)
         feature_spec = tft_output.transformed_feature_spec()
         label_key = transformed_name(label)
+        features = sorted((name, spec) for name, spec in feature_spec.items() if name != label_key)
         return cls(
             tft_output=tft_output,
             feature_spec=feature_spec,
             label_key=label_key,
-            numeric=sorted(name for name, spec in feature_spec.items() if name != label_key and spec.dtype == tf.float32),
-            categorical={
-                name: tft_output.num_buckets_for_transformed_feature(name)
-                for name, spec in sorted(feature_spec.items())
-                if name != label_key and spec.dtype == tf.int64
-            },
+            numeric=[name for name, spec in features if spec.dtype == tf.float32 and not spec.shape],
+            categorical={name: tft_output.num_buckets_for_transformed_feature(name)
+                         for name, spec in features if spec.dtype == tf.int64 and not spec.shape},
+            images={name: tuple(spec.shape) for name, spec in features if spec.dtype == tf.float32 and len(spec.shape) == 3},
+            text={name: (tft_output.num_buckets_for_transformed_feature(name), spec.shape[0])
+                  for name, spec in features if spec.dtype == tf.int64 and len(spec.shape) == 1},
             classes=tft_output.vocabulary_by_name(LABEL_VOCABULARY) if task == "classification" else None,
         )
+
+    def feature_names(self) -> list[str]:
+        """Every input of the model, by transformed name."""
+        return [*self.numeric, *self.categorical, *self.images, *self.text]
 
     def build_model(self, options: TrainerOptions) -> keras.Model:
         """The configured model, compiled (call it inside the strategy's scope)."""
         num_outputs = len(self.classes) if self.classes else 1
-        network = MODEL_TYPES.get(options.model_type).build_model(options.model, self.numeric, self.categorical, num_outputs)
+        network = MODEL_TYPES.get(options.model_type).build_model(
+            options.model, self.numeric, self.categorical, num_outputs, images=self.images, text=self.text
+        )
         compile_model(network, options.task, options.learning_rate, options.steps_per_execution)
         return network
 

@@ -157,7 +157,7 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
         )
 
     signatures = serving.make_signatures(
-        network, inputs.tft_output, inputs.numeric + list(inputs.categorical), label, task, inputs.classes
+        network, inputs.tft_output, inputs.feature_names(), label, task, inputs.classes
     )
     tf.saved_model.save(network, fn_args.serving_model_dir, signatures=signatures)
     roles = {role: len(addresses) for role, addresses in devices.cluster_of(strategy).items()}

@@ -13,5 +13,7 @@ class TransformOptions(StepOptions):
     task: str  # classification | regression
     numeric: list[str] | None  # None with categorical None: kinds inferred from the column types
     categorical: list[str] | None
-    oov_buckets: int  # vocabulary buckets for categories unseen in the training data
+    oov_buckets: int  # vocabulary buckets for categories (and text tokens) unseen in the training data
+    images: list[dict]  # features.image: name, size [height, width], channels (ingest made them that size already)
+    texts: list[dict]  # features.text: name, max_tokens, sequence_length, standardize
     num_shards: int  # files of transformed examples per split (data.sharding.num_shards, as ingest writes)

@@ -2,8 +2,11 @@
 
 Numeric columns are z-scored with missing values filled by the mean; string (and listed
 integer-category) columns get a vocabulary with out-of-vocabulary buckets, missing values
-being a category of their own. Columns not listed are typed from their dtype when the
-config gives no feature lists. Transformed names end in `_xf`.
+being a category of their own. Images (encoded bytes, as ingest stored them) are decoded,
+resized and scaled to [0, 1]; texts are standardized, split on whitespace and mapped to token
+ids through a vocabulary of the training split (0 pads, OOV tokens share buckets), cut or padded
+to `sequence_length`. Columns not listed are typed from their dtype when the config gives no
+feature lists. Transformed names end in `_xf`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 import tensorflow as tf
 import tensorflow_transform as tft
+from tensorflow_transform import schema_inference
 
 from dtfx.components.names import transformed_name
 from dtfx.components.transform.options import TransformOptions
@@ -36,6 +40,10 @@ def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> d
             num_oov_buckets=options.oov_buckets,
             vocab_filename=vocabulary_filename(name),
         )
+    for feature in options.images:
+        outputs[transformed_name(feature["name"])] = _image(inputs[feature["name"]], feature)
+    for feature in options.texts:
+        outputs[transformed_name(feature["name"])] = _token_ids(inputs[feature["name"]], feature, options.oov_buckets)
     if options.task == "classification":
         outputs[transformed_name(label)] = _class_ids(inputs[label])
     else:
@@ -58,7 +66,8 @@ def feature_kinds(inputs: dict[str, Any], options: TransformOptions) -> tuple[li
     """The numeric and categorical input columns: as listed in the config, else inferred from dtypes."""
     label, numeric, categorical = options.label, options.numeric, options.categorical
     if numeric is None and categorical is None:
-        columns = sorted(name for name in inputs if name != label)
+        other_kinds = {feature["name"] for feature in options.images + options.texts}
+        columns = sorted(name for name in inputs if name != label and name not in other_kinds)
         numeric = [name for name in columns if inputs[name].dtype != tf.string]
         categorical = [name for name in columns if inputs[name].dtype == tf.string]
     return list(numeric or []), list(categorical or [])
@@ -108,3 +117,52 @@ def _class_ids(label):
     label = _as_string(label)
     vocabulary = tft.vocabulary(label, vocab_filename=LABEL_VOCABULARY, store_frequency=False)
     return tft.apply_vocabulary(_dense(label, ""), vocabulary, default_value=-1)
+
+
+# What `standardize: lower_and_strip_punctuation` removes: ASCII and Unicode punctuation.
+_PUNCTUATION = r"[[:punct:]\p{P}]"
+
+
+def standardize_text(text: tf.Tensor, standardize: str) -> tf.Tensor:
+    """`text` as features.text's `standardize` says: lower-cased, and punctuation replaced by spaces."""
+    if standardize == "none":
+        return text
+    text = tf.strings.lower(text, encoding="utf-8")
+    if standardize == "lower_and_strip_punctuation":
+        text = tf.strings.regex_replace(text, _PUNCTUATION, " ")
+    return text
+
+
+def _token_ids(x, feature: dict[str, Any], oov_buckets: int):
+    """[batch, sequence_length] int64: token ids + 1 (0 pads), the vocabulary's size recorded in the schema."""
+    tokens = tf.strings.split(standardize_text(_dense(_as_string(x), ""), feature["standardize"]))
+    filename = vocabulary_filename(feature["name"])
+    ids = tft.compute_and_apply_vocabulary(
+        tokens, top_k=feature["max_tokens"], num_oov_buckets=oov_buckets, vocab_filename=filename
+    )
+    length = feature["sequence_length"]
+    padded = (ids[:, :length] + 1).to_tensor(default_value=0, shape=[None, length])
+    # The model sizes its embedding from the schema (num_buckets_for_transformed_feature): padding, tokens, OOV.
+    size = tft.experimental.get_vocabulary_size_by_name(filename)
+    schema_inference.set_tensor_schema_override(padded, tf.constant(0, tf.int64), tf.cast(size, tf.int64) + oov_buckets)
+    return padded
+
+
+def _image(x, feature: dict[str, Any]):
+    """[batch, height, width, channels] float32 in [0, 1]; a missing image is all zeros.
+
+    Serving receives any encoded image, so it is resized here too (ingest's images have the size already).
+    """
+    height, width = feature["size"]
+    channels = feature["channels"]
+    shape = [height, width, channels]
+
+    def decode(data):
+        def present():
+            image = tf.io.decode_image(data, channels=channels, expand_animations=False)
+            return tf.image.resize(tf.cast(image, tf.float32), [height, width])
+
+        return tf.cond(tf.strings.length(data) > 0, present, lambda: tf.zeros(shape, tf.float32))
+
+    images = tf.map_fn(decode, _dense(x, b""), fn_output_signature=tf.TensorSpec(shape, tf.float32))
+    return images / 255.0

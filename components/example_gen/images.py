@@ -1,0 +1,97 @@
+"""Image columns at ingest: each cell's image read (from a file or the cell's bytes), checked, converted to the
+configured channels, resized to the configured size and stored as PNG bytes.
+
+PNG, because it is lossless and every TensorFlow build decodes it (Transform's `decode_image`);
+compression level 1, because ingest is CPU-bound and the images are small.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import io
+import os
+
+import pyarrow as pa
+from tfx.dsl.io import fileio
+
+PNG_COMPRESSION = 1
+THREADS = 4  # file reads, and Pillow's decoders and encoders, release the GIL
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageColumn:
+    """One features.image entry, as ingest reads it."""
+
+    name: str
+    source: str  # path | bytes
+    height: int
+    width: int
+    channels: int  # 1 or 3
+
+    @classmethod
+    def from_dict(cls, feature: dict) -> ImageColumn:
+        height, width = feature["size"]
+        return cls(feature["name"], feature["source"], int(height), int(width), int(feature["channels"]))
+
+
+class BadImage(ValueError):
+    """An image cell that cannot be used; `row` is 0-based within the batch."""
+
+    def __init__(self, column: str, row: int, reason: str):
+        super().__init__(f"column {column!r}: {reason}")
+        self.column, self.row, self.reason = column, row, reason
+
+
+def load_column(values: pa.Array, column: ImageColumn, base_dir: str) -> tuple[pa.Array, list[BadImage]]:
+    """The column as PNG bytes (null where the image is bad), and what was wrong with each bad one."""
+    cells = values.to_pylist()
+    with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
+        results = list(pool.map(lambda cell: _load_cell(cell, column, base_dir), cells))
+    bad = [BadImage(column.name, row, result) for row, result in enumerate(results) if isinstance(result, str)]
+    return pa.array([None if isinstance(result, str) else result for result in results], pa.binary()), bad
+
+
+def _load_cell(cell, column: ImageColumn, base_dir: str) -> bytes | str:
+    """PNG bytes, or a string saying what is wrong."""
+    if cell is None or cell == "" or cell == b"":
+        return "no image (empty cell)"
+    if column.source == "path":
+        path = cell.decode() if isinstance(cell, bytes) else str(cell)
+        if "://" not in path and not os.path.isabs(path):
+            path = os.path.join(base_dir, path)
+        try:
+            with fileio.open(path, "rb") as handle:
+                data = handle.read()
+        except Exception as error:  # noqa: BLE001 - any reason a file cannot be read is a bad image here
+            return f"cannot read image file {path} ({_reason(error)})"
+        where = f"image file {path}"
+    else:
+        data = cell if isinstance(cell, bytes) else str(cell).encode()
+        where = "the image bytes"
+    return _normalised_png(data, column, where)
+
+
+def _normalised_png(data: bytes, column: ImageColumn, where: str) -> bytes | str:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.load()
+            converted = image.convert("L" if column.channels == 1 else "RGB")
+    except UnidentifiedImageError:
+        return f"{where} is not an image (PNG, JPEG, GIF or BMP; {len(data)} bytes)"
+    except Exception as error:  # noqa: BLE001 - truncated or corrupt data raises OSError, ValueError, SyntaxError
+        return f"{where} is corrupt ({_reason(error)})"
+    if converted.size != (column.width, column.height):
+        converted = converted.resize((column.width, column.height), Image.BILINEAR)
+    out = io.BytesIO()
+    converted.save(out, format="PNG", compress_level=PNG_COMPRESSION)
+    return out.getvalue()
+
+
+def _reason(error: Exception) -> str:
+    # tf.io.gfile's NotFoundError says "<path>; No such file or directory": the path is in the message already.
+    if isinstance(error, FileNotFoundError) or type(error).__name__ == "NotFoundError":
+        return "no such file"
+    return getattr(error, "strerror", None) or str(error) or type(error).__name__
