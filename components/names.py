@@ -24,6 +24,8 @@ PUSHED_MODEL_OUTPUT = "pushed_model"
 
 # Written by the Trainer's run_fn into its model-run directory: figures and metrics per epoch.
 TRAIN_STATS_FILE = "train_stats.json"
+# Written by the Trainer beside its SavedModel (assets.extra/): the raw columns the model reads, for batch prediction.
+MODEL_INPUTS_FILE = "dtfx_inputs.json"
 # The TensorBoard run (sub-directory of the model run) of trainer.debug.replica_stats' per-replica scalars.
 REPLICA_STATS_RUN = "replicas"
 # The suffix of a feature's name after Transform.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import tensorflow_data_validation as tfdv
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 from tfx.proto import trainer_pb2
@@ -32,6 +33,7 @@ from dtfx.pipeline.config import Config, DebugSection, EveryN
 
 PREPROCESSING_FN = "dtfx.components.transform.preprocessing.preprocessing_fn"
 RUN_FN = "dtfx.components.trainer.run_fn.run_fn"
+SEMANTIC_SAMPLE_RATE = 0.1  # of the rows whose images and texts TFDV's semantic-domain statistics look at
 
 
 def build_pipeline(
@@ -56,7 +58,8 @@ def build_pipeline(
         "ingest",
         ShardedExampleGen(data_path=config.data.path, splits=dict(config.data.splits), options=ingest_options(config)),
     )
-    statistics = add("statistics", tfx.components.StatisticsGen(examples=example_gen.outputs["examples"]))
+    statistics = add("statistics", tfx.components.StatisticsGen(
+        examples=example_gen.outputs["examples"], stats_options=statistics_options(config)))
     if config.schema_.path:
         schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_.path)
     else:
@@ -133,6 +136,16 @@ def ingest_options(config: Config) -> IngestOptions:
                          numeric_features=config.features.numeric, on_bad_image=config.data.on_bad_image,
                          images=[feature.model_dump(mode="json") for feature in config.features.image],
                          **config.data.sharding.model_dump())
+
+
+def statistics_options(config: Config) -> tfdv.StatsOptions | None:
+    """With image or text features, TFDV's semantic-domain statistics too: image formats, natural-language rates.
+
+    They decode a sample of the images, so a config without such features does not pay for them.
+    """
+    if not (config.features.image or config.features.text):
+        return None
+    return tfdv.StatsOptions(enable_semantic_domain_stats=True, semantic_domain_stats_sample_rate=SEMANTIC_SAMPLE_RATE)
 
 
 def transform_options(config: Config) -> TransformOptions:

@@ -12,6 +12,7 @@ import shlex
 import sys
 
 from dtfx.components.names import STAGES
+from dtfx.pipeline.batch_prediction import add_command as add_predict_command
 from dtfx.pipeline.cli_args import add_config_verb
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.kubeflow.commands import add_commands
@@ -54,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run)
 
     add_commands(verbs)  # compile, submit, rehearse
+    add_predict_command(verbs)  # predict CONFIG --data PATH --output FILE
     add_report_command(verbs)  # report RUN_DIR
     add_init_command(verbs)  # init NAME --data CSV
     add_sample_data_command(verbs)  # sample-data NAME DIR

@@ -1,9 +1,17 @@
-"""The signatures saved with the model: raw tf.Examples in, predictions out."""
+"""The signatures saved with the model: raw tf.Examples in, predictions out; and what the model reads, for
+batch prediction (`assets.extra/dtfx_inputs.json`)."""
 
 from __future__ import annotations
 
+import json
+import os
+
 import tensorflow as tf
 import tensorflow_transform as tft
+
+from dtfx.components.names import MODEL_INPUTS_FILE
+
+_KIND_OF_DTYPE = {tf.int64: "int", tf.float32: "float", tf.string: "bytes"}
 
 
 def make_signatures(
@@ -63,3 +71,17 @@ def _parseable(serialized: tf.Tensor, spec: dict) -> tf.Tensor:
     rows = tf.data.Dataset.from_tensor_slices((tf.range(count), serialized)).map(parse).ignore_errors()
     return rows.map(lambda index, _: index).reduce(
         tf.zeros([count], tf.bool), lambda valid, index: tf.tensor_scatter_nd_update(valid, [[index]], [True]))
+
+
+def write_model_inputs(model_dir: str, tft_output: tft.TFTransformOutput, label: str, task: str,
+                       classes: list[bytes] | None) -> None:
+    """Writes what batch prediction needs to make the serving signature's tf.Examples from a data file: each raw
+    column the model reads and its kind (int, float or bytes, as ingest stores it), the task and the classes."""
+    columns = {name: _KIND_OF_DTYPE[spec.dtype] for name, spec in sorted(tft_output.raw_feature_spec().items())
+               if name != label}
+    inputs = {"columns": columns, "label": label, "task": task,
+              "classes": [name.decode() if isinstance(name, bytes) else name for name in classes or []]}
+    path = os.path.join(model_dir, "assets.extra", MODEL_INPUTS_FILE)
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as handle:
+        handle.write(json.dumps(inputs, indent=1))

@@ -1,0 +1,250 @@
+"""Batch prediction: a trained dtfx model over data files, in Beam, into one Parquet file.
+
+One Beam element per data file: its record batches are made into the tf.Examples the serving
+signature reads (the same conversions as ingest, images read and resized as ingest does), served
+in batches, and written as a Parquet part; the parts are joined, in file order, into the output
+file, which appears only when complete. A row that cannot be predicted (a value of the wrong
+kind, a bad image, an example the model cannot parse) is not fatal: it gets no prediction and
+its reason in the `error` column, and is counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import uuid
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs
+import pyarrow.parquet as pq
+from tfx.dsl.io import fileio
+
+from dtfx.components.errors import DataError
+from dtfx.components.example_gen import encode, images, sources
+from dtfx.components.names import MODEL_INPUTS_FILE
+
+ERROR_COLUMN = "error"
+PREDICTION_COLUMN = "prediction"
+PROBABILITY_PREFIX = "probability_"
+METRICS_NAMESPACE = "dtfx"
+SERVE_BATCH = 1024  # rows per call of the serving signature
+DESCRIBED_ROWS = 20  # bad rows per file whose CSV line is looked up
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictionCounts:
+    rows: int
+    bad_rows: int
+    first_errors: list[str]  # "<file>, line N: <reason>" of the first bad rows
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInputs:
+    """What a dtfx model reads (`assets.extra/dtfx_inputs.json`, written by the Trainer)."""
+
+    columns: dict[str, str]  # raw column -> int | float | bytes
+    label: str
+    task: str
+    classes: list[str]
+
+    @classmethod
+    def of_model(cls, model_dir: str) -> ModelInputs:
+        path = os.path.join(model_dir, "assets.extra", MODEL_INPUTS_FILE)
+        if not fileio.exists(path):
+            raise DataError(f"{model_dir} is not a dtfx model with batch prediction ({path} is missing); "
+                            "train it again with this dtfx, or name another with --model")
+        with fileio.open(path, "r") as handle:
+            return cls(**json.loads(handle.read()))
+
+
+class _PredictFile(beam.DoFn):
+    """Predicts every row of one data file and writes them as a Parquet part; yields the part's path."""
+
+    def __init__(self, model_dir: str, inputs: ModelInputs, image_features: list[dict], keys: list[str], parts_dir: str):
+        self._model_dir = model_dir
+        self._inputs = inputs
+        self._images = [images.ImageColumn.from_dict(feature) for feature in image_features]
+        self._keys = keys
+        self._parts_dir = parts_dir
+        self._rows = beam.metrics.Metrics.counter(METRICS_NAMESPACE, "rows_predicted")
+        self._bad = beam.metrics.Metrics.counter(METRICS_NAMESPACE, "rows_not_predicted")
+
+    def setup(self):
+        import tensorflow as tf
+
+        self._serve = tf.saved_model.load(self._model_dir).signatures["serving_default"]
+
+    def process(self, indexed_path: tuple[int, str]):
+        index, path = indexed_path
+        scan = sources.scan_file(indexed_path)
+        part = os.path.join(self._parts_dir, f"part-{index:06d}.parquet")
+        writer, first_row, described = None, 0, [0]
+        with _open_output(part) as out:
+            try:
+                for batch in sources.iter_tables(scan, scan.columns):
+                    table = self._predict(scan, batch, first_row, described)
+                    writer = writer or pq.ParquetWriter(out, table.schema)
+                    writer.write_table(table)
+                    first_row += len(batch)
+            finally:
+                if writer:
+                    writer.close()
+        if writer:
+            yield index, part
+        else:  # a file without rows
+            fileio.remove(part)
+
+    def _predict(self, scan: sources.FileScan, batch: pa.RecordBatch, first_row: int, described: list[int]) -> pa.Table:
+        errors: list[str | None] = [None] * len(batch)
+        columns = {name: batch.column(name) for name in self._inputs.columns if name in batch.schema.names}
+        for column in self._images:
+            columns[column.name], bad = images.load_column(columns[column.name], column, os.path.dirname(scan.path))
+            for problem in bad:
+                errors[problem.row] = errors[problem.row] or str(problem)
+        examples = self._examples(columns, errors)
+        good = np.flatnonzero([error is None for error in errors])
+        outputs = self._serve_rows(examples.take(pa.array(good)))
+        if "valid" in outputs:
+            for row in good[~outputs["valid"]]:
+                errors[row] = "the model could not parse this row's example"
+        bad = sum(error is not None for error in errors)
+        self._rows.inc(len(batch) - bad)
+        self._bad.inc(bad)
+        where = [None if error is None else f"{self._describe(scan, first_row + row, described)}: {error}"
+                 for row, error in enumerate(errors)]
+        return self._table(batch, good, outputs, where)
+
+    @staticmethod
+    def _describe(scan: sources.FileScan, row: int, described: list[int]) -> str:
+        """`file, line N` for the first bad rows of a file (finding a CSV line reads the file), `file, row N` after."""
+        described[0] += 1
+        if described[0] <= DESCRIBED_ROWS:
+            return sources.describe_row(scan, row)
+        return f"{scan.path}, row {row + 1}"
+
+    def _examples(self, columns: dict[str, pa.Array], errors: list[str | None]) -> pa.Array:
+        """Serialized tf.Examples of the model's columns; a cell that cannot be converted marks its row bad."""
+        kinds = {name: self._inputs.columns[name] for name in columns}
+        while True:
+            batch = pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
+            try:
+                arrays = encode.to_feature_values(batch, kinds, "error")
+                return encode.encode_examples(list(columns), arrays)
+            except encode.ValueConversionError as error:
+                errors[error.row] = errors[error.row] or str(error)
+                mask = np.zeros(len(batch), dtype=bool)
+                mask[error.row] = True
+                column = columns[error.column]
+                columns[error.column] = pc.if_else(pa.array(mask), pa.nulls(len(column), column.type), column)
+
+    def _serve_rows(self, examples: pa.Array) -> dict[str, np.ndarray]:
+        import tensorflow as tf
+
+        pieces: dict[str, list[np.ndarray]] = {}
+        values = examples.to_numpy(zero_copy_only=False)
+        for start in range(0, len(values), SERVE_BATCH):
+            outputs = self._serve(examples=tf.constant(values[start:start + SERVE_BATCH], dtype=tf.string))
+            for name, value in outputs.items():
+                pieces.setdefault(name, []).append(value.numpy())
+        return {name: np.concatenate(parts) for name, parts in pieces.items()}
+
+    def _table(self, batch: pa.RecordBatch, good: np.ndarray, outputs: dict[str, np.ndarray],
+               errors: list[str | None]) -> pa.Table:
+        count = len(batch)
+        table = {name: batch.column(name) for name in self._keys}
+
+        def scattered(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+            present = np.zeros(count, dtype=bool)
+            full = np.zeros(count, dtype=values.dtype) if values.dtype != object else np.full(count, None, dtype=object)
+            if len(good):
+                full[good] = values
+                present[good] = True
+            if "valid" in outputs and len(good):
+                present[good] &= outputs["valid"]
+            return pa.array(full, arrow_type, mask=~present)
+
+        if self._inputs.task == "classification":
+            classes = outputs.get("predicted_class", np.array([], dtype=object))
+            table[PREDICTION_COLUMN] = scattered(np.array([value.decode() for value in classes], dtype=object), pa.string())
+            scores = outputs.get("scores", np.zeros((0, len(self._inputs.classes)), dtype=np.float32))
+            for position, name in enumerate(self._inputs.classes):
+                table[PROBABILITY_PREFIX + name] = scattered(scores[:, position], pa.float32())
+        else:
+            table[PREDICTION_COLUMN] = scattered(outputs.get("predictions", np.zeros(0, np.float32)), pa.float32())
+        table[ERROR_COLUMN] = pa.array(errors, pa.string())
+        return pa.table(table)
+
+
+def predict(pipeline: beam.Pipeline, model_dir: str, data_path: str, output_path: str, image_features: list[dict],
+            keys: list[str] | None = None) -> PredictionCounts:
+    """Runs `pipeline` (not yet run) predicting every row of the files at `data_path` into `output_path` (Parquet).
+
+    `keys` are the input columns copied to the output beside the prediction; None copies every
+    column the model does not read as a number or a category (ids, image paths, texts, a label).
+    Raises DataError for unusable input (no file, a missing column), naming it.
+    """
+    inputs = ModelInputs.of_model(model_dir)
+    files = sources.list_data_files(data_path)
+    if not files:
+        raise DataError(f"{data_path}: no data file matches")
+    first = sources.scan_file((0, files[0]))
+    if first.format == "tfrecord":
+        raise DataError(f"{files[0]}: batch prediction reads CSV or Parquet files")
+    image_names = {feature["name"] for feature in image_features}
+    missing = [name for name in [*inputs.columns, *(keys or [])] if name not in first.columns]
+    if missing:
+        raise DataError(f"{files[0]}: the model reads column(s) {', '.join(missing)}, which the data does not have "
+                        f"(columns: {', '.join(first.columns)})")
+    if keys is None:
+        tabular = {name for name in inputs.columns if name not in image_names and inputs.columns[name] != "bytes"}
+        keys = [name for name in first.columns if name not in tabular]
+    staging = os.path.join(os.path.dirname(os.path.abspath(output_path)) if "://" not in output_path
+                           else os.path.dirname(output_path), f".predictions-incomplete-{uuid.uuid4().hex}")
+    try:
+        fileio.makedirs(staging)
+        with pipeline:
+            _ = (pipeline
+                 | "Files" >> beam.Create(list(enumerate(files)))
+                 | "Predict" >> beam.ParDo(_PredictFile(model_dir, inputs, image_features, keys, staging)))
+        _join_parts(staging, len(files), output_path)
+    finally:
+        if fileio.exists(staging):
+            fileio.rmtree(staging)
+    return _counts(output_path)
+
+
+def _join_parts(staging: str, num_files: int, output_path: str) -> None:
+    """The parts, in file order, into one Parquet file that is renamed into place when complete."""
+    parts = [os.path.join(staging, f"part-{index:06d}.parquet") for index in range(num_files)]
+    parts = [part for part in parts if fileio.exists(part)]
+    temporary = os.path.join(staging, "joined.parquet")
+    schema = pq.read_schema(_open_input(parts[0])) if parts else pa.schema([(ERROR_COLUMN, pa.string())])
+    with _open_output(temporary) as out, pq.ParquetWriter(out, schema) as writer:
+        for part in parts:
+            writer.write_table(pq.read_table(_open_input(part)).cast(schema))
+    fileio.rename(temporary, output_path, overwrite=True)
+
+
+def _counts(output_path: str, shown: int = 5) -> PredictionCounts:
+    errors = pq.read_table(_open_input(output_path), columns=[ERROR_COLUMN]).column(ERROR_COLUMN)
+    bad = errors.drop_null()
+    return PredictionCounts(rows=len(errors), bad_rows=len(bad), first_errors=bad.slice(0, shown).to_pylist())
+
+
+def _filesystem(uri: str) -> tuple[pa.fs.FileSystem, str]:
+    # pyarrow's own file systems (local, gs://, s3://, hdfs://): Parquet needs a seekable, Arrow-native file.
+    return pa.fs.FileSystem.from_uri(uri) if "://" in uri else (pa.fs.LocalFileSystem(), uri)
+
+
+def _open_output(uri: str):
+    filesystem, path = _filesystem(uri)
+    return filesystem.open_output_stream(path)
+
+
+def _open_input(uri: str):
+    filesystem, path = _filesystem(uri)
+    return filesystem.open_input_file(path)

@@ -1,0 +1,70 @@
+"""The `dtfx predict` verb: a pushed (or named) model over new data, into a Parquet file."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from dtfx.pipeline.cli_args import add_config_verb
+from dtfx.pipeline.errors import UserError
+
+
+def latest_pushed_model(serving_dir: str) -> str:
+    """The newest version in `serving_dir` (numbered directories appear only when complete)."""
+    from dtfx.components.pusher.versions import existing_versions
+
+    versions = existing_versions(serving_dir)
+    if not versions:
+        raise UserError(f"no pushed model in {serving_dir}: run the pipeline until a model is pushed, "
+                        "or name a SavedModel directory with --model")
+    return os.path.join(serving_dir, str(versions[-1]))
+
+
+def run_prediction(config, data: str, output: str, model: str | None = None, keys: list[str] | None = None):
+    """Predicts every row of `data` with `model` (default: the latest pushed) into `output`; the counts."""
+    import apache_beam as beam
+
+    from dtfx.components.batch_predict.predict import predict
+    from dtfx.components.errors import StepError
+    from dtfx.pipeline import data_source, layout
+    from dtfx.pipeline.beam_args import pipeline_args
+
+    model_dir = data_source.resolve_path(model) if model else latest_pushed_model(layout.serving_dir(config))
+    if not os.path.isdir(model_dir) and "://" not in model_dir:
+        raise UserError(f"--model {model}: no such directory")
+    if not output.endswith(".parquet"):
+        raise UserError(f"--output {output}: the predictions are written as Parquet; name a file ending in .parquet")
+    pipeline = beam.Pipeline(argv=pipeline_args(config.beam, config.kubeflow.image))
+    images = [feature.model_dump(mode="json") for feature in config.features.image]
+    try:
+        return model_dir, predict(pipeline, model_dir, data_source.resolve_path(data), data_source.resolve_path(output),
+                                  images, keys)
+    except StepError as error:
+        raise UserError(str(error)) from None
+
+
+def add_command(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Registers `dtfx predict CONFIG --data PATH --output FILE.parquet [--model DIR] [--key COL]`."""
+    verb = add_config_verb(verbs, "predict", "Predict new data with the pushed model (or --model) into a Parquet file.")
+    verb.add_argument("--data", required=True, metavar="PATH", help="CSV or Parquet file, directory or glob")
+    verb.add_argument("--output", required=True, metavar="FILE", help="the Parquet file to write (replaced if it exists)")
+    verb.add_argument("--model", metavar="DIR", help="a SavedModel directory (default: the latest pushed version)")
+    verb.add_argument("--key", dest="keys", action="append", metavar="COL",
+                      help="input column copied beside the prediction (repeatable; default: every column that is "
+                           "not a numeric or categorical feature)")
+    verb.set_defaults(handler=_predict)
+    return verb
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from dtfx.pipeline.loader import load_config
+
+    config = load_config(args.config, args.overrides)
+    model_dir, counts = run_prediction(config, args.data, args.output, args.model, args.keys)
+    print(f"model: {model_dir}")
+    print(f"predictions: {args.output} ({counts.rows - counts.bad_rows:,} of {counts.rows:,} rows predicted)")
+    if counts.bad_rows:
+        print(f"{counts.bad_rows:,} row(s) not predicted (their reason is in the column `error`), first:")
+        for error in counts.first_errors:
+            print(f"  {error}")
+    return 0
