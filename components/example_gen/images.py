@@ -1,5 +1,8 @@
 """Image columns at ingest: each cell's image read (from a file or the cell's bytes), checked, converted to the
-configured channels, resized to the configured size and stored as PNG bytes.
+configured channels, resized to the configured size and stored as PNG bytes (a PNG of that size and mode as it is).
+
+Resizing is bilinear with Pillow's antialiasing, the filter Transform's graph uses for images served at another
+size (`tf.image.resize(antialias=True)`), so training and serving see the same kind of pixels (equal up to rounding).
 
 PNG, because it is lossless and every TensorFlow build decodes it (Transform's `decode_image`);
 compression level 1, because ingest is CPU-bound and the images are small.
@@ -75,10 +78,13 @@ def _load_cell(cell, column: ImageColumn, base_dir: str) -> bytes | str:
 def _normalised_png(data: bytes, column: ImageColumn, where: str) -> bytes | str:
     from PIL import Image, UnidentifiedImageError
 
+    mode = "L" if column.channels == 1 else "RGB"
     try:
         with Image.open(io.BytesIO(data)) as image:
             image.load()
-            converted = image.convert("L" if column.channels == 1 else "RGB")
+            if image.format == "PNG" and image.mode == mode and image.size == (column.width, column.height):
+                return data  # as it is: decoding it gives the same pixels, and serving the same file agrees exactly
+            converted = image.convert(mode)
     except UnidentifiedImageError:
         return f"{where} is not an image (PNG, JPEG, GIF or BMP; {len(data)} bytes)"
     except Exception as error:  # noqa: BLE001 - truncated or corrupt data raises OSError, ValueError, SyntaxError

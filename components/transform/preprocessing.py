@@ -160,7 +160,8 @@ def _image(x, feature: dict[str, Any]):
     def decode(data):
         def present():
             image = tf.io.decode_image(data, channels=channels, expand_animations=False)
-            return tf.image.resize(tf.cast(image, tf.float32), [height, width])
+            # Bilinear with antialiasing: the filter of Pillow's resize at ingest.
+            return tf.image.resize(tf.cast(image, tf.float32), [height, width], antialias=True)
 
         return tf.cond(tf.strings.length(data) > 0, present, lambda: tf.zeros(shape, tf.float32))
 
