@@ -7,7 +7,7 @@ summary and the report read (the CLI's `--until` takes the stage names too).
 from __future__ import annotations
 
 # The stages of a pipeline, in order; `dtfx run --until STAGE` stops after one.
-STAGES = ("ingest", "statistics", "schema", "validation", "transform", "train", "evaluate", "push")
+STAGES = ("ingest", "statistics", "schema", "validation", "transform", "train", "evaluate", "push", "predict")
 
 # Pipeline nodes that belong to a stage without being named after it.
 GATE_ID = "anomaly_gate"
@@ -21,6 +21,7 @@ MODEL_RUN_OUTPUT = "model_run"
 EVALUATION_OUTPUT = "evaluation"
 BLESSING_OUTPUT = "blessing"
 PUSHED_MODEL_OUTPUT = "pushed_model"
+PREDICTIONS_OUTPUT = "predictions"
 
 # Written by the Trainer's run_fn into its model-run directory: figures and metrics per epoch.
 TRAIN_STATS_FILE = "train_stats.json"

@@ -1,6 +1,6 @@
 """`build_pipeline(config)`: the config becomes a TFX pipeline. Pure: no I/O, no running.
 
-ingest → statistics → schema → validation (→ anomaly gate) → transform → train → evaluate → push.
+ingest → statistics → schema → validation (→ anomaly gate) → transform → train → evaluate → push (→ predict).
 Node ids are the stage names, so the Kubeflow UI, ML Metadata and the run summary speak
 the same words as `--until`.
 """
@@ -16,9 +16,19 @@ from tfx.proto import trainer_pb2
 
 from dtfx.components.anomaly_gate.component import AnomalyGate
 from dtfx.components.baseline_model.component import BaselineAwareEvaluator, BaselineModel
+from dtfx.components.batch_predict.component import BatchPredict
 from dtfx.components.example_gen.component import ShardedExampleGen
 from dtfx.components.example_gen.options import IngestOptions
-from dtfx.components.names import BASELINE_ID, BLESSING_OUTPUT, GATE_ID, REFERENCE_ID, STAGES, stage_of, transformed_name
+from dtfx.components.names import (
+    BASELINE_ID,
+    BLESSING_OUTPUT,
+    GATE_ID,
+    PUSHED_MODEL_OUTPUT,
+    REFERENCE_ID,
+    STAGES,
+    stage_of,
+    transformed_name,
+)
 from dtfx.components.pusher.component import AtomicPusher
 from dtfx.components.reference_schema.component import ReferenceSchema
 from dtfx.components.registry.metrics import METRICS
@@ -37,9 +47,13 @@ SEMANTIC_SAMPLE_RATE = 0.1  # of the rows whose images and texts TFDV's semantic
 
 
 def build_pipeline(
-    config: Config, until: str | None = None, metadata_connection_config=None, training_job: JobSettings | None = None
+    config: Config, until: str | None = None, metadata_connection_config=None, training_job: JobSettings | None = None,
+    predict_data_version: str = "",
 ) -> tfx.dsl.Pipeline:
     """The TFX pipeline for `config`, stopping after stage `until` (all stages when None).
+
+    `predict_data_version` (the runner reads the files) changes when `predict.data` does, so that the predict
+    stage's cache sees new data.
 
     With `training_job` (compiled for Kubeflow, a strategy of several processes), the train step runs the
     training in the pods of a Kubernetes job made with those settings.
@@ -111,13 +125,27 @@ def build_pipeline(
             eval_config=eval_config(config),
         ),
     )
+    pusher = None
     if config.pusher.enabled:
-        add(
+        pusher = add(
             "push",
             AtomicPusher(
                 model=trainer.outputs["model"],
                 model_blessing=evaluator.outputs[BLESSING_OUTPUT],
                 serving_dir=layout.serving_dir(config),
+            ),
+        )
+    if config.predict:
+        add(
+            "predict",
+            BatchPredict(
+                model=trainer.outputs["model"],
+                model_blessing=evaluator.outputs[BLESSING_OUTPUT],
+                data_path=config.predict.data,
+                images=[feature.model_dump(mode="json") for feature in config.features.image],
+                keys=config.predict.keys,
+                data_version=predict_data_version,
+                pushed_model=pusher.outputs[PUSHED_MODEL_OUTPUT] if pusher else None,
             ),
         )
     return tfx.dsl.Pipeline(

@@ -397,6 +397,17 @@ class PusherSection(Section):
     serving_dir: str | None = Field(None, description="Where pushed versions go; null means `<output_root>/<name>/serving`.")
 
 
+class PredictSection(Section):
+    data: str = Field(
+        description="CSV or Parquet file, directory or glob to predict after the evaluation, with the columns the "
+        "model reads (the label may be missing); a path as data.path takes it."
+    )
+    keys: list[str] | None = Field(
+        None, description="Input columns copied beside each prediction; null: every column that is not a numeric or "
+        "categorical feature (ids, image paths, texts, a label)."
+    )
+
+
 # A Kubernetes memory quantity, in the forms people write: 512Mi, 4Gi, 1.5G.
 class Config(Section):
     """A whole dtfx pipeline configuration."""
@@ -411,6 +422,10 @@ class Config(Section):
     trainer: TrainerSection = Field(default_factory=TrainerSection, description="Model and training.")
     evaluator: EvaluatorSection = Field(default_factory=EvaluatorSection, description="Blessing thresholds.")
     pusher: PusherSection = Field(default_factory=PusherSection, description="Pushing to serving.")
+    predict: PredictSection | None = Field(
+        None, description="Batch prediction after the evaluation, with the blessed model, into "
+        "<predict stage output>/predictions.parquet (the `predict` stage); null: no such stage."
+    )
     beam: BeamSection = Field(
         default_factory=BeamSection, description="The Beam runner of ingest, statistics, schema, Transform and evaluation."
     )

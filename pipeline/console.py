@@ -90,6 +90,15 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
             print(f"  threshold failed: {failure}")
     push = summary.push
     print(f"pushed: {push.directory}" if push.pushed else f"not pushed: {push.reason or ''}")
+    predict = summary.predict
+    if predict and not predict.predicted:
+        print("predictions: none (the model was not blessed)")
+    elif predict:
+        print(f"predictions: {predict.path} ({predict.rows - predict.bad_rows:,} of {predict.rows:,} rows predicted)")
+        if predict.bad_rows:
+            print(f"  {predict.bad_rows:,} row(s) not predicted (their reason is in the column `error`), first:")
+            for line in predict.first_errors:
+                print(f"    {line}")
     if summary.error:
         print(f"\nerror in stage {summary.failed_stage() or '?'}: {summary.error.message}")
         print(f"log: {summary.log}")

@@ -265,6 +265,11 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
 def _local_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     """What must hold on this machine besides the data: the user's module, the output directories, the schema file."""
     problems = _module_problems(raw, lines) + _output_problems(raw, lines)
+    predict_data = _section(raw, "predict").get("data")
+    if isinstance(predict_data, str) and "://" not in predict_data:
+        path = data_source.resolve_path(predict_data)
+        if not data_source.list_files(path):
+            problems.append(Problem("predict.data", f"no data file at {path}", line_of("predict.data", lines)))
     schema_path = _section(raw, "schema").get("path")
     if isinstance(schema_path, str):
         problem = _schema_problem(data_source.resolve_path(schema_path))
@@ -354,4 +359,6 @@ def _resolve_paths(config: Config) -> Config:
         updates["schema_"] = config.schema_.model_copy(update={"path": data_source.resolve_path(config.schema_.path)})
     if config.pusher.serving_dir:
         updates["pusher"] = config.pusher.model_copy(update={"serving_dir": data_source.resolve_path(config.pusher.serving_dir)})
+    if config.predict:
+        updates["predict"] = config.predict.model_copy(update={"data": data_source.resolve_path(config.predict.data)})
     return config.model_copy(update=updates)

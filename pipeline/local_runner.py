@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from dtfx.components.compat import bind_grpc_servers_to_loopback, skip_tfx_sdist, watch_launches
-from dtfx.pipeline import artifact_check, layout, run_lock
+from dtfx.pipeline import artifact_check, data_source, layout, run_lock
 from dtfx.pipeline.beam_args import masked, runner_name
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
@@ -63,7 +63,8 @@ def run_local(
         from dtfx.pipeline.metadata_reader import read_run
 
         connection = metadata.sqlite_metadata_connection_config(layout.metadata_path(config))
-        pipeline = build_pipeline(config, until, metadata_connection_config=connection)
+        pipeline = build_pipeline(config, until, metadata_connection_config=connection,
+                                  predict_data_version=data_source.files_version(config.predict.data) if config.predict else "")
         distribution = config.trainer.distribution
         for line in artifact_check.invalidate_changed(connection):
             logging.warning(line)
@@ -111,6 +112,7 @@ def run_local(
         evaluator=record.evaluator,
         error=error,
         beam=beam,
+        predict=record.predict,
     )
     summary.write()
     return summary

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
@@ -11,11 +12,12 @@ from dtfx.components.names import (
     BLESSING_OUTPUT,
     EVALUATION_OUTPUT,
     MODEL_RUN_OUTPUT,
+    PREDICTIONS_OUTPUT,
     PUSHED_MODEL_OUTPUT,
     stage_of,
 )
 from dtfx.components.trainer.stats import TrainStats
-from dtfx.pipeline.run_summary import Evaluation, PushResult, StageResult
+from dtfx.pipeline.run_summary import Evaluation, PredictResult, PushResult, StageResult
 
 _STATE = metadata_store_pb2.Execution.State
 STATUS = {_STATE.COMPLETE: "ran", _STATE.CACHED: "cached", _STATE.FAILED: "failed", _STATE.RUNNING: "failed"}
@@ -30,6 +32,7 @@ class RunRecord:
     trainer: TrainStats | None = None
     evaluator: Evaluation | None = None
     push: PushResult | None = None
+    predict: PredictResult | None = None
 
 
 def read_run(connection_config, pipeline_name: str, node_ids: list[str]) -> RunRecord:
@@ -60,6 +63,8 @@ def read_run(connection_config, pipeline_name: str, node_ids: list[str]) -> RunR
             found["evaluator"] = _evaluator(outputs)
         elif outputs and node == "push":
             found["push"] = _push(outputs)
+        elif outputs and node == "predict":
+            found["predict"] = _predict(outputs)
     return RunRecord(run_id=run.name, stages=stages, **found)
 
 
@@ -103,6 +108,15 @@ def _evaluator(outputs) -> Evaluation:
                 )
     blessed = bool(blessing and blessing.custom_properties["blessed"].int_value) if blessing else False
     return Evaluation(metrics=metrics, blessed=blessed, failed_thresholds=failures)
+
+
+def _predict(outputs) -> PredictResult:
+    result = outputs[PREDICTIONS_OUTPUT].custom_properties
+    if not result["predicted"].int_value:
+        return PredictResult(predicted=False)
+    return PredictResult(predicted=True, path=result["predictions_file"].string_value, rows=result["rows"].int_value,
+                         bad_rows=result["bad_rows"].int_value,
+                         first_errors=json.loads(result["first_errors"].string_value))
 
 
 def _push(outputs) -> PushResult:

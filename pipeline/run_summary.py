@@ -50,6 +50,17 @@ class PushResult:
 
 
 @dataclasses.dataclass(frozen=True)
+class PredictResult:
+    """The predict stage (config section `predict`): where the predictions went, and how many rows had none."""
+
+    predicted: bool  # False when the model was not blessed
+    path: str | None = None  # predictions.parquet
+    rows: int = 0
+    bad_rows: int = 0  # rows without a prediction; their reason is in the file's `error` column
+    first_errors: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
 class BeamRun:
     """The Beam runner and the pipeline options every Beam stage received (credentials masked)."""
 
@@ -79,6 +90,7 @@ class RunSummary:
     evaluator: Evaluation | None = None
     error: RunError | None = None
     beam: BeamRun | None = None
+    predict: PredictResult | None = None
     schema_version: int = SCHEMA_VERSION
 
     def stage(self, node: str) -> StageResult | None:
@@ -122,6 +134,7 @@ class RunSummary:
                     "evaluator": Evaluation(**values["evaluator"]) if values.get("evaluator") else None,
                     "error": RunError(**values["error"]) if values.get("error") else None,
                     "beam": BeamRun(**values["beam"]) if values.get("beam") else None,
+                    "predict": PredictResult(**values["predict"]) if values.get("predict") else None,
                 }
             )
         except (KeyError, TypeError) as error:

@@ -100,7 +100,7 @@ def test_bad_input(case, tmp_path):
         MAKERS[case["make"]](directory)
 
     command = case.get("command", "validate")
-    args = [command, *case.get("args", [])] if command == "init" else [command, "config.yaml"]
+    args = [command, *case.get("args", [])] if command == "init" else [command, "config.yaml", *case.get("args", [])]
     result = run_dtfx(*args, cwd=directory)
 
     output = result.stdout + result.stderr

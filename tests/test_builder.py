@@ -8,6 +8,7 @@ import os
 import pytest
 import yaml
 
+from dtfx.components.example_gen.options import IngestOptions
 from dtfx.components.names import STAGES, stage_of
 from dtfx.pipeline.builder import build_pipeline
 from dtfx.pipeline.config import Config
@@ -62,7 +63,7 @@ def test_pipeline_settings_come_from_config():
 
 @pytest.mark.parametrize("until", STAGES)
 def test_until_stops_after_the_stage(until):
-    ids = [c.id for c in build_pipeline(make_config(), until=until).components]
+    ids = [c.id for c in build_pipeline(make_config(predict={"data": "/data/new.csv"}), until=until).components]
     assert stage_of(ids[-1]) == until
     assert [s for s in STAGES if s in ids] == list(STAGES[: STAGES.index(until) + 1])
 
@@ -74,6 +75,39 @@ def test_optional_stages_are_config_sections():
         c for c in build_pipeline(make_config(validation__fail_on_anomalies=False)).components if c.id == "transform"
     )
     assert transform.inputs["schema"].producer_component_id == "reference_schema"
+
+
+def test_the_predict_stage_uses_the_blessing_and_sees_changed_data():
+    config = make_config(predict={"data": "/data/new.csv", "keys": ["island"]},
+                         features__image=[{"name": "photo", "size": [8, 8]}], trainer__model={"type": "cnn"})
+    nodes = {c.id: c for c in build_pipeline(config, predict_data_version="a:1").components}
+    predict = nodes["predict"]
+    assert predict.inputs["model"].producer_component_id == "train"
+    assert predict.inputs["model_blessing"].producer_component_id == "evaluate"
+    assert predict.exec_properties["data_path"] == "/data/new.csv"
+    assert json.loads(predict.exec_properties["options"]) == {
+        "images": [{"name": "photo", "source": "path", "size": [8, 8], "channels": 3}], "keys": ["island"]}
+    changed = {c.id: c for c in build_pipeline(config, predict_data_version="a:2").components}["predict"]
+    assert changed.exec_properties["data_version"] != predict.exec_properties["data_version"]
+    assert "predict" not in {c.id for c in build_pipeline(make_config()).components}
+
+
+def test_image_and_text_features_reach_ingest_statistics_and_transform():
+    # cnn reads images and tabular columns; a text feature needs embedding_lstm or the user's own model.
+    with pytest.raises(ValueError, match="cnn cannot read the text features"):
+        make_config(features__image=[{"name": "photo", "size": [8, 6]}], features__text=[{"name": "note"}],
+                    trainer__model={"type": "cnn"})
+    config = make_config(features__image=[{"name": "photo", "size": [8, 6], "channels": 1}],
+                         trainer__model={"type": "cnn"}, data__on_bad_image="skip")
+    nodes = {c.id: c for c in build_pipeline(config).components}
+    ingest = IngestOptions.from_custom_config(nodes["ingest"].exec_properties["custom_config"])
+    assert ingest.images == [{"name": "photo", "source": "path", "size": [8, 6], "channels": 1}]
+    assert ingest.on_bad_image == "skip"
+    assert json.loads(nodes["statistics"].exec_properties["stats_options_json"])["enable_semantic_domain_stats"]
+    transform = json.loads(nodes["transform"].exec_properties["custom_config"])
+    assert transform["images"] == ingest.images and transform["texts"] == []
+    plain = {c.id: c for c in build_pipeline(make_config()).components}
+    assert plain["statistics"].exec_properties.get("stats_options_json") is None
 
 
 def test_curated_schema_is_imported_and_is_the_reference():

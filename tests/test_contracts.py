@@ -163,8 +163,11 @@ def test_every_registered_model_builds_from_its_default_options():
         if entry.build is None:
             continue  # the user's own, above
         options = entry.options().model_dump()
-        model = entry.build_model(options, ["size_xf"], {"colour_xf": 4}, 2)
+        model = entry.build_model(options, ["size_xf"], {"colour_xf": 4}, 2,
+                                  images={"image_xf": (8, 8, 3)} if "image" in entry.reads else None,
+                                  text={"review_xf": (50, 12)} if "text" in entry.reads else None)
         assert model.output_shape == (None, 2), entry.name
+        assert {"size_xf", "colour_xf", "image_xf", "review_xf"} >= set(model.input_names) >= {"size_xf", "colour_xf"}
 
 
 def test_options_classes_are_step_options():

@@ -78,6 +78,9 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
     elif config.beam.runner == "dataflow" and mount_of(config.data.path, kubeflow):
         problem("data.path", f"ingest runs on Dataflow's workers, which cannot mount kubeflow.volumes "
                              f"({mount_of(config.data.path, kubeflow)}): put the data in the pipeline image")
+    predict_problem = _pod_path_problem(config.predict.data, urls=False) if config.predict else None
+    if predict_problem:
+        problem("predict.data", predict_problem)
     if config.schema_.path:
         schema_problem = _pod_path_problem(config.schema_.path, urls=True)
         if schema_problem:

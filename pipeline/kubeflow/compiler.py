@@ -34,6 +34,7 @@ ENTRYPOINT = ["python", "-m", "dtfx.components.kfp_entrypoint"]
 OPEN_SOURCE_EXECUTORS = ("container", "importer")
 # The step that reads data.path. See `_finish` for why it is never cached.
 INGEST_STEP = "ingest"
+PREDICT_STEP = "predict"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +169,9 @@ def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root:
     ingest = tasks.get(INGEST_STEP)
     if ingest is not None and ingest.pop("cachingOptions", None):
         notes.append("ingest is never cached on Kubeflow (its cache would not see changed data); use Retry to resume a run")
+    predict = tasks.get(PREDICT_STEP)
+    if predict is not None:
+        predict.pop("cachingOptions", None)  # as ingest: it reads predict.data, whose changes a cache would not see
     return notes
 
 

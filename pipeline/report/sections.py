@@ -53,7 +53,8 @@ def graph_section(summary: RunSummary) -> str:
         note = why_missing(summary, entry.node) if entry.status in ("failed", "not_run") else ""
         nodes.append(svg.GraphNode(entry.node, entry.status, entry.seconds, note or ""))
     for stage in STAGES:
-        if stage not in present:
+        optional_and_off = stage == "predict" and not summary.config.get("predict")
+        if stage not in present and not optional_and_off:
             nodes.append(svg.GraphNode(stage, "not_run", None, why_missing(summary, stage) or ""))
     rows = [
         (

@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 CSV_NAME = "reviews.csv"
+NEW_CSV_NAME = "new_reviews.csv"
 POSITIVE = ["good", "great", "brilliant", "moving", "superb", "charming", "gripping", "funny", "clever", "lovely"]
 NEGATIVE = ["bad", "dull", "boring", "awful", "clumsy", "tedious", "weak", "bland", "silly", "messy"]
 SUBJECTS = ["the acting", "the plot", "the script", "the score", "the ending", "the cast", "this film", "the pacing",
@@ -47,8 +48,9 @@ def review(random: np.random.Generator) -> tuple[str, str]:
     return text, "positive" if positive else "negative"
 
 
-def write_reviews(directory: str, rows: int = 4000, seed: int = 0) -> str:
-    """Writes `reviews.csv` (columns review, sentiment) into `directory`; returns its path."""
+def write_reviews(directory: str, rows: int = 4000, new_rows: int = 200, seed: int = 0) -> str:
+    """Writes `reviews.csv` (columns review, sentiment) and `new_reviews.csv` (other reviews, numbered, without
+    their sentiment: what the `predict` stage of reviews.yaml predicts) into `directory`; returns the first's path."""
     random = np.random.default_rng(seed)
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, CSV_NAME)
@@ -56,4 +58,8 @@ def write_reviews(directory: str, rows: int = 4000, seed: int = 0) -> str:
         writer = csv.writer(handle)
         writer.writerow(["review", "sentiment"])
         writer.writerows(review(random) for _ in range(rows))
+    with open(os.path.join(directory, NEW_CSV_NAME), "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "review"])
+        writer.writerows((index, review(random)[0]) for index in range(new_rows))
     return path

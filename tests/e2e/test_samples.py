@@ -96,6 +96,14 @@ def test_the_pushed_lstm_serves_raw_text(reviews):
     assert summary.evaluator.blessed and summary.evaluator.metrics["accuracy"] >= 0.9
     assert summary.push.pushed
     # Word order decides: the same words, the clause after "but" wins.
+    # The predict stage of reviews.yaml: every new review, with its id and text.
+    predicted = pq.read_table(summary.predict.path).to_pandas()
+    assert summary.predict.rows == 200 and summary.predict.bad_rows == 0
+    assert f"predictions: {summary.predict.path} (200 of 200 rows predicted)" in result.stdout
+    assert set(predicted.columns) == {"id", "review", "prediction", "probability_negative", "probability_positive",
+                                      "error"}
+    assert list(predicted["id"]) == [str(index) for index in range(200)]
+    assert set(predicted["prediction"]) == {"positive", "negative"} and predicted["error"].isna().all()
     outputs = serve(summary.push.directory, [example(review=b"The plot was dull, but the acting was brilliant!"),
                                              example(review=b"The acting was brilliant, but the plot was DULL.")])
     assert [value.decode() for value in outputs["predicted_class"]] == ["positive", "negative"]
