@@ -247,7 +247,11 @@ class DistributionSection(Section):
 
 class InputSection(Section):
     shuffle_buffer: int = Field(10_000, ge=0, description="Examples in the shuffle buffer; 0 reads in file order.")
-    cache: bool = Field(True, description="Keep the serialized training examples in memory after the first pass.")
+    cache: bool = Field(
+        True, description="Keep the serialized training examples (Transform's output: images decoded, texts as token "
+        "ids) in memory after the first pass, when they take at most a quarter of the machine's memory per training "
+        "process; the run summary says whether they did and why."
+    )
 
 
 class EveryN(Section):

@@ -76,6 +76,8 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
         print(f"trainer: {where} ({trainer.strategy}), {trainer.examples_per_second:.0f} examples/s, {trainer.train_steps} steps")
         if trainer.input_sharding:
             print(f"  input sharding: {trainer.input_sharding}")
+        if trainer.input_cache:
+            print(f"  input cache: {trainer.input_cache}")
         for name, servers in trainer.sharded_variables().items():
             print(f"  {name}: {len(servers)} shards on {', '.join(servers)}")
         for name, value in trainer.replica_figures().items():

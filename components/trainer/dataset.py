@@ -2,9 +2,47 @@
 
 from __future__ import annotations
 
+import os
+import struct
+
 import tensorflow as tf
 
 AUTOTUNE = tf.data.AUTOTUNE
+# At most this share of the machine's memory holds the cached training examples (every worker process its own).
+CACHE_MEMORY_SHARE = 0.25
+
+
+def cache_decision(file_patterns: list[str] | str, wanted: bool, processes: int = 1) -> tuple[bool, str]:
+    """Whether to keep the serialized training examples in memory, and why, in words for the run summary.
+
+    The examples are Transform's output (images already decoded and scaled, texts already token ids), so
+    the cache sits after the expensive step; it is used only when the data fits in a share of the memory.
+    """
+    if not wanted:
+        return False, "off (trainer.input.cache: false): the files are read at every pass"
+    files = tf.io.gfile.glob(file_patterns) if isinstance(file_patterns, str) else \
+        [path for pattern in file_patterns for path in tf.io.gfile.glob(pattern)]
+    size = sum(_uncompressed_size(path) for path in files)
+    budget = int(_memory_bytes() * CACHE_MEMORY_SHARE / max(processes, 1))
+    if size > budget:
+        return False, (f"off: the training examples take {size / 2**20:,.1f} MiB, more than {CACHE_MEMORY_SHARE:.0%} of "
+                       f"this machine's memory per process ({budget / 2**20:,.1f} MiB); the files are read at every pass")
+    return True, f"in memory after the first pass ({size / 2**20:,.1f} MiB of serialized examples)"
+
+
+def _uncompressed_size(path: str) -> int:
+    """A gzip file's uncompressed size from its trailer (exact for one member under 4 GiB), at least its own size."""
+    compressed = tf.io.gfile.stat(path).length
+    if compressed < 18:
+        return compressed
+    with tf.io.gfile.GFile(path, "rb") as handle:
+        handle.seek(compressed - 4)
+        (trailer,) = struct.unpack("<I", handle.read(4))
+    return max(trailer, compressed)
+
+
+def _memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def make_dataset(

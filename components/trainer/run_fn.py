@@ -78,6 +78,8 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
     workers = devices.worker_count(strategy)
     coordinated = devices.coordinated(strategy)
 
+    use_cache, input_cache = dataset.cache_decision(fn_args.train_files, options.input.cache, workers)
+
     def train_dataset(seed) -> tf.data.Dataset:
         return dataset.make_dataset(
             fn_args.train_files,
@@ -86,7 +88,7 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
             task,
             batch_size,
             shuffle_buffer=options.input.shuffle_buffer,
-            cache=options.input.cache,
+            cache=use_cache,
             seed=seed,
             num_workers=workers,
             shuffle_files=coordinated,
@@ -181,6 +183,7 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
         replica_stats=series.to_dict() if series else {},
         all_reduce_wait_seconds=series.wait_per_worker(workers) if series else [],
         agreement=agreement.describe() if agreement else "",
+        input_cache=input_cache,
         history={key: [float(v) for v in values] for key, values in history.items()},
     ).write(fn_args.model_run_dir)
 

@@ -39,6 +39,7 @@ class TrainStats:
     # With replica_stats and several workers: the seconds each worker waited in the gradient all-reduce.
     all_reduce_wait_seconds: list[float] = dataclasses.field(default_factory=list)
     agreement: str = ""  # trainer.debug.check_agreement: the outcome (a disagreement fails the training instead)
+    input_cache: str = ""  # whether the training examples were kept in memory, and why (dataset.cache_decision)
 
     def sharded_variables(self) -> dict[str, list[str]]:
         """The variables split across parameter servers, each with the server of each shard."""
@@ -49,7 +50,7 @@ class TrainStats:
         parameter servers, where each variable lives."""
         lists = ("history", "worker_files", "variable_servers", "cluster", "replica_stats", "all_reduce_wait_seconds")
         figures = {key: value for key, value in dataclasses.asdict(self).items() if key not in lists}
-        for optional in ("input_sharding", "agreement"):
+        for optional in ("input_sharding", "agreement", "input_cache"):
             if not figures[optional]:
                 figures.pop(optional)
         figures.update(self.replica_figures())

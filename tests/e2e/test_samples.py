@@ -68,6 +68,8 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 def test_digits_trains_a_cnn_under_mirrored_and_pushes_it(digits):
     _, summary, result = digits
     assert summary.status == "succeeded" and summary.trainer.replicas == 2
+    assert summary.trainer.input_cache.startswith("in memory after the first pass (")
+    assert f"input cache: {summary.trainer.input_cache}" in result.stdout
     assert summary.evaluator.blessed and summary.evaluator.metrics["accuracy"] >= 0.9
     assert summary.push.pushed and f"pushed: {summary.push.directory}" in result.stdout
 
