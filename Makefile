@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # CI sets REQUIRE_BROWSER=1: there, a browser that cannot be installed fails the run instead of skipping tests.
 REQUIRE_BROWSER ?= 0
 
-.PHONY: setup browser run test test-fast lint schema golden report-png image rehearse clean
+.PHONY: setup browser run sample-data test test-fast lint schema golden report-png image rehearse clean
 
 setup: $(STAMP)
 
@@ -26,7 +26,13 @@ $(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml setup.py
 	touch $(STAMP)
 
 run: setup  ## run the default pipeline (penguins) locally; a second run comes from cache
+	@case "$(CONFIG)" in */digits.yaml|*/reviews.yaml) \
+	  name=$$(basename $(CONFIG) .yaml); $(BIN)/dtfx sample-data $$name data/$$name;; esac
 	$(BIN)/dtfx run $(CONFIG)
+
+sample-data: setup  ## the data of pipeline_config/digits.yaml and reviews.yaml, made here, under data/
+	$(BIN)/dtfx sample-data digits data/digits
+	$(BIN)/dtfx sample-data reviews data/reviews
 
 # Headless Chromium renders the run report in its browser tests (Debian packages; installing them needs root and
 # apt-get). Where that cannot be done, those tests are skipped and say why.
@@ -68,4 +74,4 @@ rehearse: setup  ## run the default pipeline as Kubeflow would: compiled file, s
 	$(BIN)/dtfx rehearse $(CONFIG)
 
 clean:
-	rm -rf outputs .pytest_cache
+	rm -rf outputs data .pytest_cache
