@@ -57,9 +57,16 @@ def add_command(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _predict(args: argparse.Namespace) -> int:
+    import logging
+    import warnings
+
     from dtfx.pipeline.loader import load_config
 
     config = load_config(args.config, args.overrides)
+    # The libraries' start-up chatter (Beam, TensorFlow, Google client deprecations) says nothing about the
+    # prediction; errors still show, and what went wrong with rows is printed below.
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    logging.getLogger().setLevel(logging.ERROR)
     model_dir, counts = run_prediction(config, args.data, args.output, args.model, args.keys)
     print(f"model: {model_dir}")
     print(f"predictions: {args.output} ({counts.rows - counts.bad_rows:,} of {counts.rows:,} rows predicted)")

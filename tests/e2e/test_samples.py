@@ -150,3 +150,18 @@ def test_predict_refuses_data_without_a_column_the_model_reads(reviews, tmp_path
     assert result.returncode == 2
     assert "the model reads column(s) review, which the data does not have (columns: text, sentiment)" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "p.parquet").exists()
+
+
+def test_the_anomaly_gate_stops_new_reviews_with_missing_text(reviews):
+    path, summary, _ = reviews
+    data = path.parent / "data" / "reviews"
+    rows = read_csv(data / "reviews.csv")
+    changed = data / "reviews_with_gaps.csv"
+    with open(changed, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["review", "sentiment"])
+        writer.writerows(["" if index % 5 == 0 else row["review"], row["sentiment"]] for index, row in enumerate(rows))
+    result = run_dtfx("run", str(path), "--set", f"data.path={changed}", cwd=path.parent)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "anomal" in result.stdout and ": review: " in result.stdout, result.stdout
+    assert f"pushed: {summary.push.directory}" not in result.stdout
