@@ -22,6 +22,9 @@ EVALUATION_OUTPUT = "evaluation"
 BLESSING_OUTPUT = "blessing"
 PUSHED_MODEL_OUTPUT = "pushed_model"
 PREDICTIONS_OUTPUT = "predictions"
+EXAMPLES_OUTPUT = "examples"
+# A custom property of ingest's Examples: rows left out for a bad image (data.on_bad_image: skip).
+SKIPPED_IMAGES_PROPERTY = "rows_skipped_for_bad_images"
 
 # Written by the Trainer's run_fn into its model-run directory: figures and metrics per epoch.
 TRAIN_STATS_FILE = "train_stats.json"

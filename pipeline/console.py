@@ -66,6 +66,9 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
     console.print(stages)
     if summary.beam:
         print(f"beam: {summary.beam.runner} ({' '.join(summary.beam.options)})")
+    if summary.skipped_bad_images:
+        print(f"ingest: {summary.skipped_bad_images:,} row(s) left out for a bad image (data.on_bad_image: skip; "
+              f"which and why: {summary.log})")
     trainer = summary.trainer
     if trainer:
         if trainer.parameter_servers:

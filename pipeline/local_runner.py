@@ -113,6 +113,7 @@ def run_local(
         error=error,
         beam=beam,
         predict=record.predict,
+        skipped_bad_images=record.skipped_bad_images,
     )
     summary.write()
     return summary

@@ -11,9 +11,11 @@ from ml_metadata.proto import metadata_store_pb2
 from dtfx.components.names import (
     BLESSING_OUTPUT,
     EVALUATION_OUTPUT,
+    EXAMPLES_OUTPUT,
     MODEL_RUN_OUTPUT,
     PREDICTIONS_OUTPUT,
     PUSHED_MODEL_OUTPUT,
+    SKIPPED_IMAGES_PROPERTY,
     stage_of,
 )
 from dtfx.components.trainer.stats import TrainStats
@@ -33,6 +35,7 @@ class RunRecord:
     evaluator: Evaluation | None = None
     push: PushResult | None = None
     predict: PredictResult | None = None
+    skipped_bad_images: int = 0  # rows ingest left out (data.on_bad_image: skip)
 
 
 def read_run(connection_config, pipeline_name: str, node_ids: list[str]) -> RunRecord:
@@ -57,7 +60,9 @@ def read_run(connection_config, pipeline_name: str, node_ids: list[str]) -> RunR
         outputs = _outputs(store, execution.id) if status in ("ran", "cached") else {}
         uris = {key: artifact.uri for key, artifact in sorted(outputs.items())}
         stages.append(StageResult(stage_of(node), node, status, status == "cached", seconds, uris))
-        if outputs and node == "train":
+        if outputs and node == "ingest":
+            found["skipped_bad_images"] = outputs[EXAMPLES_OUTPUT].custom_properties[SKIPPED_IMAGES_PROPERTY].int_value
+        elif outputs and node == "train":
             found["trainer"] = _trainer(outputs)
         elif outputs and node == "evaluate":
             found["evaluator"] = _evaluator(outputs)

@@ -91,6 +91,7 @@ class RunSummary:
     error: RunError | None = None
     beam: BeamRun | None = None
     predict: PredictResult | None = None
+    skipped_bad_images: int = 0  # rows ingest left out for a bad image (data.on_bad_image: skip)
     schema_version: int = SCHEMA_VERSION
 
     def stage(self, node: str) -> StageResult | None:

@@ -38,6 +38,7 @@ from tfx.utils import proto_utils
 from dtfx.components.errors import DataError
 from dtfx.components.example_gen import assign, encode, images, sources, tfrecord
 from dtfx.components.example_gen.options import IngestOptions
+from dtfx.components.names import SKIPPED_IMAGES_PROPERTY
 
 FILE_PREFIX = "data_tfrecord"  # stock ExampleGen's name, so tools that glob for it find the shards
 FILE_FORMAT = "tfrecords_gzip"
@@ -46,7 +47,6 @@ COMPRESSION_LEVEL = 1  # fastest zlib level: ingestion is CPU-bound, and its out
 COPY_BUFFER_BYTES = 8 << 20
 METRICS_NAMESPACE = "dtfx"
 SKIPPED_IMAGES_COUNTER = "rows_skipped_for_bad_images"
-SKIPPED_IMAGES_PROPERTY = "rows_skipped_for_bad_images"  # on the Examples artifact, for the summary
 SKIPS_LOGGED = 20  # per input file
 _BEAM_STEP_SUFFIX = re.compile(r" \[while running '[^']*'\]$")
 

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from dtfx.components.errors import DataError
-from dtfx.components.example_gen import executor
+from dtfx.components.names import SKIPPED_IMAGES_PROPERTY
 from tests.components.test_example_gen import read_shards, run_example_gen, values
 
 IMAGE = {"name": "picture", "source": "path", "size": [6, 4], "channels": 3}
@@ -47,7 +47,7 @@ def test_images_named_in_a_csv_are_read_resized_and_stored_as_png(tmp_path):
     assert len(stored) == 12
     assert {(image.format, image.mode, image.size) for image in stored} == {("PNG", "RGB", (4, 6))}  # width, height
     assert sorted(int(np.asarray(image)[0, 0, 0]) for image in stored) == [index * 20 for index in range(12)]
-    assert examples.get_int_custom_property(executor.SKIPPED_IMAGES_PROPERTY) == 0
+    assert examples.get_int_custom_property(SKIPPED_IMAGES_PROPERTY) == 0
 
 
 def test_a_missing_or_corrupt_image_is_an_error_naming_the_file_and_line(tmp_path):
@@ -70,7 +70,7 @@ def test_with_on_bad_image_skip_the_bad_rows_are_left_out_and_counted(tmp_path, 
     (tmp_path / "img" / "text.png").write_text("not an image")
     examples = run_example_gen(data, tmp_path / "out", images=[IMAGE], on_bad_image="skip")
     assert len(stored_images(examples)) == 10
-    assert examples.get_int_custom_property(executor.SKIPPED_IMAGES_PROPERTY) == 2
+    assert examples.get_int_custom_property(SKIPPED_IMAGES_PROPERTY) == 2
     gone = f"cannot read image file {tmp_path}/img/gone.png (no such file)"
     assert f"skipped {data}, line 12: column 'picture': {gone}" in caplog.text
     assert f"skipped {data}, line 13: column 'picture': image file {tmp_path}/img/text.png is not an image" in caplog.text

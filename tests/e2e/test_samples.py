@@ -23,7 +23,8 @@ pytestmark = pytest.mark.slow
 
 # What the tests change in the shipped configs: a shorter training on smaller inputs, the same pipeline.
 SHRINK = {
-    "digits": {"trainer.model.filters": [16, 32], "trainer.model.dense": [32], "trainer.train_steps": 150},
+    "digits": {"trainer.model.filters": [16, 32], "trainer.model.dense": [32], "trainer.train_steps": 150,
+               "data.on_bad_image": "skip"},  # the test data has one row whose image file is missing
     "reviews": {"trainer.train_steps": 200, "trainer.model.lstm_units": [16], "trainer.model.embedding_dim": 16},
 }
 
@@ -40,6 +41,9 @@ def run_sample(name: str, directory: Path):
     """`dtfx sample-data NAME` then `dtfx run` of the shrunk shipped config, in `directory` as the working directory."""
     made = run_dtfx("sample-data", name, f"data/{name}", cwd=directory)
     assert made.returncode == 0, made.stderr
+    if name == "digits":
+        with open(directory / "data" / "digits" / "digits.csv", "a") as handle:
+            handle.write("images/gone.png,4\n")  # line 1799
     config = yaml.safe_load((ROOT / "pipeline_config" / f"{name}.yaml").read_text())
     for key, value in SHRINK[name].items():
         config = set_key(config, key, value)
@@ -72,6 +76,10 @@ def test_digits_trains_a_cnn_under_mirrored_and_pushes_it(digits):
     assert f"input cache: {summary.trainer.input_cache}" in result.stdout
     assert summary.evaluator.blessed and summary.evaluator.metrics["accuracy"] >= 0.9
     assert summary.push.pushed and f"pushed: {summary.push.directory}" in result.stdout
+    assert summary.skipped_bad_images == 1
+    assert "ingest: 1 row(s) left out for a bad image (data.on_bad_image: skip; which and why: " in result.stdout
+    log = Path(summary.log).read_text()
+    assert "digits.csv, line 1799: column 'image': cannot read image file" in log and "gone.png (no such file)" in log
 
 
 def test_the_pushed_cnn_serves_encoded_image_bytes(digits):
