@@ -25,6 +25,8 @@ PREDICTIONS_OUTPUT = "predictions"
 EXAMPLES_OUTPUT = "examples"
 # A custom property of ingest's Examples: rows left out for a bad image (data.on_bad_image: skip).
 SKIPPED_IMAGES_PROPERTY = "rows_skipped_for_bad_images"
+# ... and the formats and sizes of its images and the lengths of its texts, as read (example_gen.profile), in JSON.
+DATA_PROFILE_PROPERTY = "data_profile"
 
 # Written by the Trainer's run_fn into its model-run directory: figures and metrics per epoch.
 TRAIN_STATS_FILE = "train_stats.json"

@@ -163,6 +163,7 @@ def ingest_options(config: Config) -> IngestOptions:
     return IngestOptions(label=config.data.label, task=config.data.task, non_finite=config.data.non_finite,
                          numeric_features=config.features.numeric, on_bad_image=config.data.on_bad_image,
                          images=[feature.model_dump(mode="json") for feature in config.features.image],
+                         texts=[feature.name for feature in config.features.text],
                          **config.data.sharding.model_dump())
 
 

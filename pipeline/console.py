@@ -66,6 +66,8 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
     console.print(stages)
     if summary.beam:
         print(f"beam: {summary.beam.runner} ({' '.join(summary.beam.options)})")
+    for line in describe_profile(summary.data_profile or {}):
+        print(f"data: {line}")
     if summary.skipped_bad_images:
         print(f"ingest: {summary.skipped_bad_images:,} row(s) left out for a bad image (data.on_bad_image: skip; "
               f"which and why: {summary.log})")
@@ -124,3 +126,17 @@ def _metrics_table(evaluator: Evaluation, thresholds: dict[str, Any]) -> Table:
         ]
         table.add_row(name, f"{value:.4g}", ", ".join(parts))
     return table
+
+
+def describe_profile(profile: dict) -> list[str]:
+    """One line per image or text column of the data profile (components/example_gen/profile.py)."""
+    lines = []
+    for name, entry in profile.get("image", {}).items():
+        formats = ", ".join(f"{count:,} {image_format.upper()}" for image_format, count in sorted(entry["formats"].items()))
+        (min_width, max_width), (min_height, max_height) = entry["width"], entry["height"]
+        lines.append(f"image {name}: {formats}; {min_width}-{max_width} wide, {min_height}-{max_height} high as read")
+    for name, entry in profile.get("text", {}).items():
+        words, characters = entry["words"], entry["characters"]
+        lines.append(f"text {name}: {entry['rows']:,} texts; {words[0]}-{words[2]} words (mean {words[1]}), "
+                     f"{characters[0]}-{characters[2]} characters (mean {characters[1]})")
+    return lines

@@ -114,6 +114,7 @@ def run_local(
         beam=beam,
         predict=record.predict,
         skipped_bad_images=record.skipped_bad_images,
+        data_profile=record.data_profile,
     )
     summary.write()
     return summary

@@ -10,6 +10,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from dtfx.components.names import (
     BLESSING_OUTPUT,
+    DATA_PROFILE_PROPERTY,
     EVALUATION_OUTPUT,
     EXAMPLES_OUTPUT,
     MODEL_RUN_OUTPUT,
@@ -36,6 +37,7 @@ class RunRecord:
     push: PushResult | None = None
     predict: PredictResult | None = None
     skipped_bad_images: int = 0  # rows ingest left out (data.on_bad_image: skip)
+    data_profile: dict | None = None  # image formats and sizes, text lengths, as ingest read them
 
 
 def read_run(connection_config, pipeline_name: str, node_ids: list[str]) -> RunRecord:
@@ -61,7 +63,10 @@ def read_run(connection_config, pipeline_name: str, node_ids: list[str]) -> RunR
         uris = {key: artifact.uri for key, artifact in sorted(outputs.items())}
         stages.append(StageResult(stage_of(node), node, status, status == "cached", seconds, uris))
         if outputs and node == "ingest":
-            found["skipped_bad_images"] = outputs[EXAMPLES_OUTPUT].custom_properties[SKIPPED_IMAGES_PROPERTY].int_value
+            properties = outputs[EXAMPLES_OUTPUT].custom_properties
+            found["skipped_bad_images"] = properties[SKIPPED_IMAGES_PROPERTY].int_value
+            profile = properties[DATA_PROFILE_PROPERTY].string_value
+            found["data_profile"] = json.loads(profile) if profile else None
         elif outputs and node == "train":
             found["trainer"] = _trainer(outputs)
         elif outputs and node == "evaluate":

@@ -92,6 +92,8 @@ class RunSummary:
     beam: BeamRun | None = None
     predict: PredictResult | None = None
     skipped_bad_images: int = 0  # rows ingest left out for a bad image (data.on_bad_image: skip)
+    # Image formats and sizes, text lengths in words and characters, as ingest read them (example_gen.profile).
+    data_profile: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def stage(self, node: str) -> StageResult | None:

@@ -102,8 +102,9 @@ class _PredictFile(beam.DoFn):
         errors: list[str | None] = [None] * len(batch)
         columns = {name: batch.column(name) for name in self._inputs.columns if name in batch.schema.names}
         for column in self._images:
-            columns[column.name], bad = images.load_column(columns[column.name], column, os.path.dirname(scan.path))
-            for problem in bad:
+            loaded = images.load_column(columns[column.name], column, os.path.dirname(scan.path))
+            columns[column.name] = loaded.images
+            for problem in loaded.bad:
                 errors[problem.row] = errors[problem.row] or str(problem)
         examples = self._examples(columns, errors)
         good = np.flatnonzero([error is None for error in errors])

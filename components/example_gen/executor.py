@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import gzip
+import json
 import os
 import re
 import shutil
@@ -36,9 +37,9 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from dtfx.components.errors import DataError
-from dtfx.components.example_gen import assign, encode, images, sources, tfrecord
+from dtfx.components.example_gen import assign, encode, images, profile, sources, tfrecord
 from dtfx.components.example_gen.options import IngestOptions
-from dtfx.components.names import SKIPPED_IMAGES_PROPERTY
+from dtfx.components.names import DATA_PROFILE_PROPERTY, SKIPPED_IMAGES_PROPERTY
 
 FILE_PREFIX = "data_tfrecord"  # stock ExampleGen's name, so tools that glob for it find the shards
 FILE_FORMAT = "tfrecords_gzip"
@@ -72,6 +73,7 @@ class _EncodeFile(beam.DoFn):
         self._images = [images.ImageColumn.from_dict(feature) for feature in options.images]
         self._skipped = beam.metrics.Metrics.counter(METRICS_NAMESPACE, SKIPPED_IMAGES_COUNTER)
         self._logged = 0
+        self._profile = profile.ProfileRecorder()
 
     def process(self, indexed_path: tuple[int, str], scans: list[sources.FileScan]):
         # Unifying the scans is cheap (one small record per file), so each file does it rather than
@@ -106,14 +108,19 @@ class _EncodeFile(beam.DoFn):
         A bad image is a DataError naming the file and row, or, with `on_bad_image: skip`, its row is
         left out, counted and (the first few) logged.
         """
-        if not self._images or scan.format == "tfrecord":
+        if scan.format == "tfrecord":
+            return batch, None
+        for name in self._options.texts:
+            self._profile.texts(name, batch.column(name))
+        if not self._images:
             return batch, None
         columns = dict(zip(batch.schema.names, batch.columns, strict=True))
         bad_rows: dict[int, images.BadImage] = {}
         for column in self._images:
-            loaded, bad = images.load_column(columns[column.name], column, os.path.dirname(scan.path))
-            columns[column.name] = loaded
-            for problem in bad:
+            loaded = images.load_column(columns[column.name], column, os.path.dirname(scan.path))
+            columns[column.name] = loaded.images
+            self._profile.images(column.name, loaded.originals)
+            for problem in loaded.bad:
                 bad_rows.setdefault(problem.row, problem)
         batch = pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
         if not bad_rows:
@@ -272,7 +279,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
         staging = os.path.join(examples.uri, f".incomplete-{uuid.uuid4().hex}")
         try:
-            skipped = self._run_pipeline(files, options, split_names, split_sizes, staging)
+            skipped, data_profile = self._run_pipeline(files, options, split_names, split_sizes, staging)
             _check_no_split_is_empty(staging, split_names, split_sizes, options.num_shards)
             _publish(staging, examples.uri, split_names, options.num_shards)
         finally:
@@ -282,6 +289,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         if skipped:
             logging.warning("ShardedExampleGen left out %d rows with a bad image (data.on_bad_image: skip)", skipped)
         examples.set_int_custom_property(SKIPPED_IMAGES_PROPERTY, skipped)
+        if data_profile:
+            examples.set_string_custom_property(DATA_PROFILE_PROPERTY, json.dumps(data_profile, sort_keys=True))
         examples.split_names = artifact_utils.encode_split_names(split_names)
         examples_utils.set_payload_format(examples, example_gen_pb2.FORMAT_TF_EXAMPLE)
         examples_utils.set_file_format(examples, FILE_FORMAT)
@@ -304,7 +313,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         except DataError as error:
             # Beam appends the step name to the message; the user only needs file and line.
             raise DataError(_BEAM_STEP_SUFFIX.sub("", str(error))) from None
-        return _skipped_rows(pipeline.result) if options.images else 0
+        return _skipped_rows(pipeline.result) if options.images else 0, profile.read_profile(pipeline.result)
 
 
 def _skipped_rows(result) -> int:

@@ -46,17 +46,28 @@ class BadImage(ValueError):
         self.column, self.row, self.reason = column, row, reason
 
 
-def load_column(values: pa.Array, column: ImageColumn, base_dir: str) -> tuple[pa.Array, list[BadImage]]:
-    """The column as PNG bytes (null where the image is bad), and what was wrong with each bad one."""
+@dataclasses.dataclass(frozen=True)
+class LoadedColumn:
+    """An image column as ingest stores it, with what was wrong with each bad cell and what the good ones were."""
+
+    images: pa.Array  # PNG bytes; null where the image is bad
+    bad: list[BadImage]
+    originals: list[tuple[str, int, int]]  # of each good image as read: (format, width, height)
+
+
+def load_column(values: pa.Array, column: ImageColumn, base_dir: str) -> LoadedColumn:
+    """The column as PNG bytes of the configured size and channels; see LoadedColumn."""
     cells = values.to_pylist()
     with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
         results = list(pool.map(lambda cell: _load_cell(cell, column, base_dir), cells))
     bad = [BadImage(column.name, row, result) for row, result in enumerate(results) if isinstance(result, str)]
-    return pa.array([None if isinstance(result, str) else result for result in results], pa.binary()), bad
+    good = [None if isinstance(result, str) else result for result in results]
+    return LoadedColumn(pa.array([result and result[0] for result in good], pa.binary()), bad,
+                        [result[1] for result in good if result])
 
 
-def _load_cell(cell, column: ImageColumn, base_dir: str) -> bytes | str:
-    """PNG bytes, or a string saying what is wrong."""
+def _load_cell(cell, column: ImageColumn, base_dir: str) -> tuple[bytes, tuple[str, int, int]] | str:
+    """(PNG bytes, (format, width, height) as read), or a string saying what is wrong."""
     if cell is None or cell == "" or cell == b"":
         return "no image (empty cell)"
     if column.source == "path":
@@ -75,15 +86,16 @@ def _load_cell(cell, column: ImageColumn, base_dir: str) -> bytes | str:
     return _normalised_png(data, column, where)
 
 
-def _normalised_png(data: bytes, column: ImageColumn, where: str) -> bytes | str:
+def _normalised_png(data: bytes, column: ImageColumn, where: str) -> tuple[bytes, tuple[str, int, int]] | str:
     from PIL import Image, UnidentifiedImageError
 
     mode = "L" if column.channels == 1 else "RGB"
     try:
         with Image.open(io.BytesIO(data)) as image:
             image.load()
+            original = ((image.format or "unknown").lower(), *image.size)
             if image.format == "PNG" and image.mode == mode and image.size == (column.width, column.height):
-                return data  # as it is: decoding it gives the same pixels, and serving the same file agrees exactly
+                return data, original  # as it is: decoding it gives the same pixels, and serving the same file agrees
             converted = image.convert(mode)
     except UnidentifiedImageError:
         return f"{where} is not an image (PNG, JPEG, GIF or BMP; {len(data)} bytes)"
@@ -93,7 +105,7 @@ def _normalised_png(data: bytes, column: ImageColumn, where: str) -> bytes | str
         converted = converted.resize((column.width, column.height), Image.BILINEAR)
     out = io.BytesIO()
     converted.save(out, format="PNG", compress_level=PNG_COMPRESSION)
-    return out.getvalue()
+    return out.getvalue(), original
 
 
 def _reason(error: Exception) -> str:

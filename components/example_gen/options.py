@@ -30,6 +30,7 @@ class IngestOptions(StepOptions):
     numeric_features: list[str] | None  # features.numeric: columns that must hold numbers; None when inferred
     images: list[dict]  # features.image: name, source, size, channels; ingest reads, checks and resizes them
     on_bad_image: str  # error | skip (data.on_bad_image)
+    texts: list[str]  # features.text names: their lengths are profiled
 
     def numeric_columns(self) -> dict[str, str]:
         """Each column that must hold numbers, with what the config makes it (for the error that names it)."""

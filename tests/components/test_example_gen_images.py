@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -13,7 +14,7 @@ import pytest
 from PIL import Image
 
 from dtfx.components.errors import DataError
-from dtfx.components.names import SKIPPED_IMAGES_PROPERTY
+from dtfx.components.names import DATA_PROFILE_PROPERTY, SKIPPED_IMAGES_PROPERTY
 from tests.components.test_example_gen import read_shards, run_example_gen, values
 
 IMAGE = {"name": "picture", "source": "path", "size": [6, 4], "channels": 3}
@@ -48,6 +49,9 @@ def test_images_named_in_a_csv_are_read_resized_and_stored_as_png(tmp_path):
     assert {(image.format, image.mode, image.size) for image in stored} == {("PNG", "RGB", (4, 6))}  # width, height
     assert sorted(int(np.asarray(image)[0, 0, 0]) for image in stored) == [index * 20 for index in range(12)]
     assert examples.get_int_custom_property(SKIPPED_IMAGES_PROPERTY) == 0
+    # What the images were as read, before resizing: the statistics stage sees only the stored ones.
+    assert json.loads(examples.get_string_custom_property(DATA_PROFILE_PROPERTY)) == {
+        "image": {"picture": {"formats": {"png": 12}, "width": [10, 10], "height": [8, 8]}}}
 
 
 def test_a_missing_or_corrupt_image_is_an_error_naming_the_file_and_line(tmp_path):
@@ -87,3 +91,14 @@ def test_image_bytes_in_a_parquet_column_are_checked_and_converted(tmp_path):
     examples = run_example_gen(tmp_path / "data.parquet", tmp_path / "out",
                                images=[{**IMAGE, "source": "bytes", "channels": 1}])
     assert {(image.format, image.mode, image.size) for image in stored_images(examples)} == {("PNG", "L", (4, 6))}
+
+
+def test_text_columns_are_profiled_in_words_and_characters(tmp_path):
+    with open(tmp_path / "data.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["note", "label"])
+        writer.writerows([["a b c", "x"], ["hello", "y"], ["", "x"], ["one two three four", "y"]] * 5)
+    examples = run_example_gen(tmp_path / "data.csv", tmp_path / "out", texts=["note"])
+    profile = json.loads(examples.get_string_custom_property(DATA_PROFILE_PROPERTY))
+    # The empty cell is a missing value: 15 texts of 3, 1 and 4 words.
+    assert profile == {"text": {"note": {"rows": 15, "words": [1, 2.7, 4], "characters": [5, 9.3, 18]}}}

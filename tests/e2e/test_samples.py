@@ -77,6 +77,8 @@ def test_digits_trains_a_cnn_under_mirrored_and_pushes_it(digits):
     assert summary.evaluator.blessed and summary.evaluator.metrics["accuracy"] >= 0.9
     assert summary.push.pushed and f"pushed: {summary.push.directory}" in result.stdout
     assert summary.skipped_bad_images == 1
+    assert summary.data_profile == {"image": {"image": {"formats": {"png": 1797}, "width": [32, 32], "height": [32, 32]}}}
+    assert "data: image image: 1,797 PNG; 32-32 wide, 32-32 high as read" in result.stdout
     assert "ingest: 1 row(s) left out for a bad image (data.on_bad_image: skip; which and why: " in result.stdout
     log = Path(summary.log).read_text()
     assert "digits.csv, line 1799: column 'image': cannot read image file" in log and "gone.png (no such file)" in log
@@ -105,6 +107,8 @@ def test_the_pushed_lstm_serves_raw_text(reviews):
     _, summary, result = reviews
     assert summary.evaluator.blessed and summary.evaluator.metrics["accuracy"] >= 0.9
     assert summary.push.pushed
+    words = summary.data_profile["text"]["review"]["words"]
+    assert summary.data_profile["text"]["review"]["rows"] == 4000 and words[0] >= 4 and words[2] <= 24
     # Word order decides: the same words, the clause after "but" wins.
     # The predict stage of reviews.yaml: every new review, with its id and text.
     predicted = pq.read_table(summary.predict.path).to_pandas()
