@@ -220,6 +220,11 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
         kinds = ", ".join(f"{os.path.basename(file)} ({kind})" for file, kind in list(formats.items())[:5])
         problems.append(Problem("data.path", f"files of more than one format: {kinds}; use one format for all data files",
                                 where_path))
+    images = _section(raw, "features").get("image")
+    if images and formats[files[0]] == "tfrecord":
+        problems.append(Problem("features.image", "ingest copies TFRecord records as they are, so it cannot check or "
+                                "resize their images: give the images as CSV paths or Parquet bytes",
+                                line_of("features.image", lines)))
     columns = None
     for file in files:
         try:
