@@ -43,7 +43,7 @@ class PredictionCounts:
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelInputs:
+class RawInputs:
     """What a dtfx model reads (`assets.extra/dtfx_inputs.json`, written by the Trainer)."""
 
     columns: dict[str, str]  # raw column -> int | float | bytes
@@ -52,7 +52,7 @@ class ModelInputs:
     classes: list[str]
 
     @classmethod
-    def of_model(cls, model_dir: str) -> ModelInputs:
+    def of_model(cls, model_dir: str) -> RawInputs:
         path = os.path.join(model_dir, "assets.extra", MODEL_INPUTS_FILE)
         if not fileio.exists(path):
             raise DataError(f"{model_dir} is not a dtfx model with batch prediction ({path} is missing); "
@@ -64,7 +64,7 @@ class ModelInputs:
 class _PredictFile(beam.DoFn):
     """Predicts every row of one data file and writes them as a Parquet part; yields the part's path."""
 
-    def __init__(self, model_dir: str, inputs: ModelInputs, image_features: list[dict], keys: list[str], parts_dir: str):
+    def __init__(self, model_dir: str, inputs: RawInputs, image_features: list[dict], keys: list[str], parts_dir: str):
         self._model_dir = model_dir
         self._inputs = inputs
         self._images = [images.ImageColumn.from_dict(feature) for feature in image_features]
@@ -188,7 +188,7 @@ def predict(pipeline: beam.Pipeline, model_dir: str, data_path: str, output_path
     column the model does not read as a number or a category (ids, image paths, texts, a label).
     Raises DataError for unusable input (no file, a missing column), naming it.
     """
-    inputs = ModelInputs.of_model(model_dir)
+    inputs = RawInputs.of_model(model_dir)
     files = sources.list_data_files(data_path)
     if not files:
         raise DataError(f"{data_path}: no data file matches")

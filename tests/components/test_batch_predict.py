@@ -12,7 +12,7 @@ from dtfx.components.errors import DataError
 
 
 def test_a_cell_of_the_wrong_kind_marks_its_row_and_the_others_are_converted():
-    inputs = predict.ModelInputs(columns={"x": "float", "n": "int", "colour": "bytes"}, label="y",
+    inputs = predict.RawInputs(columns={"x": "float", "n": "int", "colour": "bytes"}, label="y",
                                  task="classification", classes=["a", "b"])
     step = predict._PredictFile("/nowhere", inputs, [], ["colour"], "/nowhere")
     columns = {"x": pa.array(["1.5", "seven", "2", None]), "n": pa.array(["1", "2", "3.5", "4"]),
@@ -28,4 +28,4 @@ def test_a_cell_of_the_wrong_kind_marks_its_row_and_the_others_are_converted():
 
 def test_a_model_without_its_inputs_file_is_refused_naming_it(tmp_path):
     with pytest.raises(DataError, match=r"is not a dtfx model with batch prediction \(.*dtfx_inputs.json is missing\)"):
-        predict.ModelInputs.of_model(str(tmp_path))
+        predict.RawInputs.of_model(str(tmp_path))
