@@ -49,7 +49,7 @@ browser:
 TEST_WORKERS ?= 2
 
 test: setup browser  ## the whole suite, end-to-end runs included (exit 5, no tests collected, counts as success)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected"; [ $$rc -eq 5 ] || exit $$rc; }
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected"; [ $$rc -eq 5 ] || exit $$rc; }
 
 test-fast: setup  ## unit and golden tests only
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)

@@ -1,0 +1,192 @@
+"""Whole-pipeline speed on small data: dtfx against TFX's own penguin example, and dtfx's second run after a change.
+
+    .venv/bin/python benchmarks/pipeline_speed.py [--rounds 2] [--train-steps 100] [--skip-stock] [--skip-rerun]
+
+Same data for both: the palmerpenguins CSV made into the penguin example's `penguins_processed.csv` (the four
+measurements and the species as 0/1/2, rows with a missing value dropped: 334 rows), in a temporary directory.
+
+- stock: `create_pipeline` of `tfx/examples/penguin/penguin_pipeline_local.py` as shipped in the tfx wheel (its
+  module file `penguin_utils_keras.py`), tuning/bulk inference/example diff off, cache off, Beam's DirectRunner in its
+  in-memory mode (faster than the example's multi-process default on small data), run by TFX's LocalDagRunner in a
+  fresh process;
+- dtfx: `dtfx run` of the shipped penguins config pointed at that CSV (the four features, `--set
+  trainer.train_steps` and `eval_steps` as stock's), cache off, in a fresh process;
+- rerun: dtfx cold with the cache on, then the same config with only `trainer.learning_rate` changed; the second
+  run's wall time as a share of the first.
+
+Each round runs stock then dtfx one after the other (the machine is shared: a busy moment hits both), and the table
+shows each round's wall seconds (process start to exit) and the seconds of each stage, read from the run's ML
+Metadata (an execution's last update minus its creation), so both are measured the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.resources
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.dirname(sys.executable)
+FEATURES = ["culmen_length_mm", "culmen_depth_mm", "flipper_length_mm", "body_mass_g"]
+SPECIES = ["Adelie", "Chinstrap", "Gentoo"]
+# The stock component ids, as the dtfx stage each one matches.
+STOCK_STAGES = {"CsvExampleGen": "ingest", "StatisticsGen": "statistics", "SchemaGen": "schema",
+                "ExampleValidator": "validation", "Transform": "transform", "Trainer": "train",
+                "latest_blessed_model_resolver": "baseline", "Evaluator": "evaluate", "Pusher": "push"}
+STAGE_ORDER = ["ingest", "statistics", "schema", "reference_schema", "validation", "anomaly_gate", "transform", "train",
+               "baseline", "evaluate", "push"]
+
+STOCK_SCRIPT = """
+import os, sys
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+from tfx import v1 as tfx
+from tfx.examples.penguin import penguin_pipeline_local as example
+data_root, work, module_file, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+pipeline = example.create_pipeline(
+    pipeline_name="penguin_stock", pipeline_root=os.path.join(work, "root"), data_root=data_root,
+    module_file=module_file, accuracy_threshold=0.6, serving_model_dir=os.path.join(work, "serving"),
+    metadata_path=os.path.join(work, "metadata.db"), user_provided_schema_path=None, enable_tuning=False,
+    enable_bulk_inferrer=False, enable_example_diff=False, examplegen_input_config=None,
+    examplegen_range_config_date=None, resolver_range_config=None,
+    beam_pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"],
+    enable_transform_input_cache=False)
+pipeline.enable_cache = False
+for component in pipeline.components:
+    if component.id == "Trainer":
+        component.exec_properties["train_args"].num_steps = steps
+tfx.orchestration.LocalDagRunner().run(pipeline)
+"""
+
+
+def make_data(directory: str) -> str:
+    """The penguin example's penguins_processed.csv, made from the palmerpenguins CSV; returns its path."""
+    source = importlib.resources.files("palmerpenguins") / "data" / "penguins.csv"
+    labelled = os.path.join(directory, "labelled")
+    os.makedirs(labelled)
+    path = os.path.join(labelled, "penguins_processed.csv")
+    columns = {"culmen_length_mm": "bill_length_mm", "culmen_depth_mm": "bill_depth_mm",
+               "flipper_length_mm": "flipper_length_mm", "body_mass_g": "body_mass_g"}
+    with source.open() as raw, open(path, "w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["species", *FEATURES])
+        for row in csv.DictReader(raw):
+            values = [row[columns[name]] for name in FEATURES]
+            if "NA" in values or row["species"] not in SPECIES:
+                continue
+            writer.writerow([SPECIES.index(row["species"]), *values])
+    return path
+
+
+def stage_seconds(metadata_path: str, names: dict[str, str] | None = None) -> dict[str, float]:
+    """Seconds per pipeline node, from the executions in an ML Metadata SQLite file (node id → stage name by `names`)."""
+    with sqlite3.connect(metadata_path) as db:
+        rows = db.execute(
+            "SELECT c.name, e.create_time_since_epoch, e.last_update_time_since_epoch FROM Execution e "
+            "JOIN Association a ON a.execution_id = e.id JOIN Context c ON c.id = a.context_id "
+            "JOIN Type t ON t.id = c.type_id WHERE t.name = 'node'").fetchall()
+    seconds = {}
+    for node, created, updated in rows:
+        node = node.rpartition(".")[2]
+        node = (names or {}).get(node, node)
+        seconds[node] = seconds.get(node, 0.0) + (updated - created) / 1000
+    return seconds
+
+
+def timed(command: list[str], log: str, **env: str) -> float:
+    """Runs `command`, its output to `log`; returns its wall seconds (raises when it fails)."""
+    started = time.perf_counter()
+    with open(log, "w") as out:
+        result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, **env))
+    if result.returncode:
+        raise SystemExit(f"{' '.join(command[:3])} failed (exit {result.returncode}); see {log}")
+    return time.perf_counter() - started
+
+
+def run_stock(data_root: str, work: str, steps: int) -> tuple[float, dict[str, float]]:
+    module_file = str(importlib.resources.files("tfx") / "examples" / "penguin" / "penguin_utils_keras.py")
+    wall = timed([sys.executable, "-c", STOCK_SCRIPT, data_root, work, module_file, str(steps)],
+                 os.path.join(work, "stock.log"))
+    return wall, stage_seconds(os.path.join(work, "metadata.db"), STOCK_STAGES)
+
+
+def dtfx_config(work: str, csv_path: str, steps: int, cache: bool) -> str:
+    with open(os.path.join(ROOT, "pipeline_config", "penguins.yaml")) as handle:
+        config = yaml.safe_load(handle)
+    config["pipeline"].update(output_root=os.path.join(work, "outputs"), enable_cache=cache)
+    config["data"].update(path=csv_path, label="species")
+    config["features"] = {"numeric": FEATURES, "categorical": []}
+    config["trainer"].update(train_steps=steps, eval_steps=5)
+    path = os.path.join(work, "penguins.yaml")
+    with open(path, "w") as handle:
+        yaml.safe_dump(config, handle, sort_keys=False)
+    return path
+
+
+def run_dtfx(config: str, work: str, log: str, *overrides: str) -> tuple[float, dict[str, float]]:
+    sets = [arg for override in overrides for arg in ("--set", override)]
+    wall = timed([os.path.join(BIN, "dtfx"), "run", config, *sets], os.path.join(work, log))
+    return wall, stage_seconds(os.path.join(work, "outputs", "penguins", "metadata.sqlite"))
+
+
+def table(columns: dict[str, tuple[float, dict[str, float]]]) -> str:
+    names = list(columns)
+    lines = ["| stage | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    stages = [stage for stage in STAGE_ORDER if any(stage in seconds for _, seconds in columns.values())]
+    for stage in stages:
+        cells = [f"{columns[name][1][stage]:.1f}" if stage in columns[name][1] else "–" for name in names]
+        lines.append(f"| {stage} | " + " | ".join(cells) + " |")
+    lines.append("| **wall** | " + " | ".join(f"**{columns[name][0]:.1f}**" for name in names) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--train-steps", type=int, default=100)
+    parser.add_argument("--skip-stock", action="store_true")
+    parser.add_argument("--skip-rerun", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="dtfx-pipeline-speed-") as scratch:
+        data_root = os.path.join(scratch, "data")
+        csv_path = make_data(data_root)
+        columns, ratios = {}, []
+        for round_ in range(1, args.rounds + 1):
+            if not args.skip_stock:
+                work = os.path.join(scratch, f"stock-{round_}")
+                os.makedirs(work)
+                columns[f"stock #{round_}"] = run_stock(data_root, work, args.train_steps)
+            work = os.path.join(scratch, f"dtfx-{round_}")
+            os.makedirs(work)
+            columns[f"dtfx #{round_}"] = run_dtfx(dtfx_config(work, csv_path, args.train_steps, cache=False), work, "dtfx.log")
+            if not args.skip_stock:
+                ratios.append(columns[f"dtfx #{round_}"][0] / columns[f"stock #{round_}"][0])
+        if not args.skip_rerun:
+            work = os.path.join(scratch, "rerun")
+            os.makedirs(work)
+            config = dtfx_config(work, csv_path, args.train_steps, cache=True)
+            columns["dtfx cold, cache on"] = run_dtfx(config, work, "cold.log")
+            # The second run's ML Metadata holds both runs: its stage seconds are the ones the second run added.
+            cold_stages = columns["dtfx cold, cache on"][1]
+            wall, both = run_dtfx(config, work, "rerun.log", "trainer.learning_rate=0.02")
+            columns["dtfx learning_rate changed"] = (wall, {stage: both[stage] - cold_stages.get(stage, 0.0)
+                                                          for stage in both if both[stage] - cold_stages.get(stage, 0.0) > 0})
+        print(table(columns))
+        if ratios:
+            print(f"\ndtfx / stock, wall, per round: {', '.join(f'{ratio:.2f}' for ratio in ratios)}")
+        if not args.skip_rerun:
+            cold, rerun = columns["dtfx cold, cache on"][0], columns["dtfx learning_rate changed"][0]
+            print(f"second run after a learning_rate change / cold run: {rerun:.1f} / {cold:.1f} s = {rerun / cold:.2f}")
+        print(json.dumps({name: {"wall": wall, "stages": stages} for name, (wall, stages) in columns.items()}))
+
+
+if __name__ == "__main__":
+    main()
