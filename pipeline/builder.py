@@ -3,6 +3,9 @@
 ingest → statistics → schema → validation (→ anomaly gate) → transform → train → evaluate → push (→ predict).
 Node ids are the stage names, so the Kubeflow UI, ML Metadata and the run summary speak
 the same words as `--until`.
+
+TFX's classes come from their own modules, not through `tfx.v1`: importing tfx.v1 imports its Google Cloud
+extensions (Vertex AI and BigQuery clients), seconds of every run's start-up for nothing dtfx uses.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import json
 
 import tensorflow_data_validation as tfdv
 import tensorflow_model_analysis as tfma
-from tfx import v1 as tfx
+from tfx.components import ExampleValidator, SchemaGen, Trainer
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import trainer_pb2
 
 from dtfx.components.anomaly_gate.component import AnomalyGate
@@ -50,7 +55,7 @@ SEMANTIC_SAMPLE_RATE = 0.1  # of the rows whose images and texts TFDV's semantic
 def build_pipeline(
     config: Config, until: str | None = None, metadata_connection_config=None, training_job: JobSettings | None = None,
     predict_data_version: str = "",
-) -> tfx.dsl.Pipeline:
+) -> Pipeline:
     """The TFX pipeline for `config`, stopping after stage `until` (all stages when None).
 
     `predict_data_version` (the runner reads the files) changes when `predict.data` does, so that the predict
@@ -76,18 +81,18 @@ def build_pipeline(
     statistics = add("statistics", InProcessStatisticsGen(
         examples=example_gen.outputs["examples"], stats_options=statistics_options(config)))
     if config.schema_.path:
-        schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_.path)
+        schema_gen = ImportSchemaGen(schema_file=config.schema_.path)
     else:
         # No fixed shapes: a feature that happened never to be missing in training would be a
         # required input of the serving signature, refusing a request that omits it. Unshaped, it
         # is filled at serving as in training (the mean, the missing category).
-        schema_gen = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=False)
+        schema_gen = SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=False)
     schema = add("schema", schema_gen).outputs["schema"]
     reference_path = ""
     if not config.schema_.path:
         reference_path = layout.reference_schema_path(config)
         schema = add(REFERENCE_ID, ReferenceSchema(schema=schema, reference_path=reference_path)).outputs["reference_schema"]
-    validator = add("validation", tfx.components.ExampleValidator(statistics=statistics.outputs["statistics"], schema=schema))
+    validator = add("validation", ExampleValidator(statistics=statistics.outputs["statistics"], schema=schema))
     if config.validation.fail_on_anomalies:
         schema = add(
             GATE_ID, AnomalyGate(anomalies=validator.outputs["anomalies"], schema=schema, reference_path=reference_path)
@@ -108,7 +113,7 @@ def build_pipeline(
     )
     trainer = add(
         "train",
-        tfx.components.Trainer(
+        Trainer(
             run_fn=RUN_FN,
             examples=transform.outputs["transformed_examples"],
             transform_graph=transform.outputs["transform_graph"],
@@ -152,7 +157,7 @@ def build_pipeline(
                 pushed_model=pusher.outputs[PUSHED_MODEL_OUTPUT] if pusher else None,
             ),
         )
-    return tfx.dsl.Pipeline(
+    return Pipeline(
         pipeline_name=config.pipeline.name,
         pipeline_root=layout.pipeline_root(config),
         components=nodes,

@@ -6,7 +6,9 @@ User errors print what and where and exit with code 2, never with a traceback.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import logging
 import os
 import shlex
 import sys
@@ -40,6 +42,21 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; run the same command again to resume (finished stages come from cache)", file=sys.stderr)
         return 130
+
+
+def console_main() -> None:
+    """Entry point of the `dtfx` console script: `main()`, then an exit that skips the interpreter's teardown.
+
+    Tearing down TensorFlow, Beam and TFX after a run takes seconds (2.5-3 s measured on 2 cores, after every file is
+    written and closed) and serves no one. The exit handlers still run, the streams and logs are flushed, and only
+    then does the process end with main's exit code.
+    """
+    code = main()
+    atexit._run_exitfuncs()  # what a normal exit runs first (temporary directories, child processes' clean-up)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _parser() -> argparse.ArgumentParser:

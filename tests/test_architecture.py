@@ -50,3 +50,16 @@ def test_the_config_layer_imports_no_runner_builder_or_cli():
         # A module or anything under it (dtfx.pipeline.kubeflow.*, not dtfx.pipeline.kubeflow_config).
         assert not [name for name in imports_of(path)
                     if any(name == bad or name.startswith(bad + ".") for bad in forbidden)], module
+
+
+def test_a_run_does_not_import_tfx_v1_and_its_cloud_extensions():
+    """`tfx.v1` imports TFX's Google Cloud extensions (Vertex AI, BigQuery): seconds of every run's start-up."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from dtfx.pipeline.local_runner import run_local; from dtfx.pipeline.builder import build_pipeline; "
+             "from tfx.orchestration.local.local_dag_runner import LocalDagRunner; "
+             "print(sorted(name for name in ('tfx.v1', 'google.cloud.aiplatform') if name in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"

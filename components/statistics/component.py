@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from tfx import v1 as tfx
+from tfx.components import StatisticsGen
 from tfx.dsl.components.base import executor_spec
 
 from dtfx.components.statistics import executor
 
 
-class InProcessStatisticsGen(tfx.components.StatisticsGen):
+class InProcessStatisticsGen(StatisticsGen):
     """TFX's StatisticsGen (same inputs, outputs and parameters) with dtfx's executor
     (dtfx.components.statistics.executor): on the DirectRunner's in-memory mode, the same statistics
     computed in the step's process without starting a Beam pipeline."""

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from tfx import v1 as tfx
+from tfx.components import Transform
 from tfx.dsl.components.base import executor_spec
 
 from dtfx.components.transform import executor
 
 
-class ShardedTransform(tfx.components.Transform):
+class ShardedTransform(Transform):
     """TFX's Transform component (same inputs, outputs and parameters) with dtfx's executor
     (dtfx.components.transform.executor): one file of transformed examples per shard, not per split."""
 
