@@ -17,27 +17,27 @@ FLINK = {"runner": "flink", "flink": {"master": "flink-jobmanager:8081", "parall
 
 
 def test_the_default_is_the_in_memory_direct_runner_with_one_worker():
-    assert pipeline_args(BeamSection()) == ["--runner=DirectRunner", "--direct_running_mode=in_memory",
-                                            "--direct_num_workers=1"]
+    assert pipeline_args(BeamSection()) == ["--runner=DirectRunner", "--pickle_library=cloudpickle",
+                                            "--direct_running_mode=in_memory", "--direct_num_workers=1"]
     threads = BeamSection(direct={"mode": "multi_threading", "workers": "auto"})
-    assert pipeline_args(threads)[1:] == ["--direct_running_mode=multi_threading", "--direct_num_workers=0"]
+    assert pipeline_args(threads)[2:] == ["--direct_running_mode=multi_threading", "--direct_num_workers=0"]
 
 
 def test_each_runner_gets_its_options_and_the_extra_args_come_last():
     assert pipeline_args(BeamSection(**PORTABLE, args=["--experiments=beam_fn_api"])) == [
-        "--runner=PortableRunner", "--job_endpoint=localhost:8099", "--environment_type=EXTERNAL",
+        "--runner=PortableRunner", "--pickle_library=cloudpickle", "--job_endpoint=localhost:8099", "--environment_type=EXTERNAL",
         "--environment_config=localhost:50000", "--experiments=beam_fn_api"]
     assert pipeline_args(BeamSection(**FLINK)) == [
-        "--runner=FlinkRunner", "--flink_master=flink-jobmanager:8081", "--parallelism=8", "--environment_type=EXTERNAL",
-        "--environment_config=localhost:50000"]
+        "--runner=FlinkRunner", "--pickle_library=cloudpickle", "--flink_master=flink-jobmanager:8081", "--parallelism=8",
+        "--environment_type=EXTERNAL", "--environment_config=localhost:50000"]
     spark = BeamSection(runner="spark", spark={"master_url": "spark://m:7077", "environment": {"type": "docker"}})
     assert pipeline_args(spark, image="registry/dtfx:1") == [
-        "--runner=SparkRunner", "--spark_master_url=spark://m:7077", "--environment_type=DOCKER",
+        "--runner=SparkRunner", "--pickle_library=cloudpickle", "--spark_master_url=spark://m:7077", "--environment_type=DOCKER",
         "--environment_config=registry/dtfx:1"]
     dataflow = BeamSection(runner="dataflow", dataflow={"project": "p", "region": "europe-west4",
                                                         "temp_location": "gs://b/tmp", "max_workers": 20})
     assert pipeline_args(dataflow, image="registry/dtfx:1") == [
-        "--runner=DataflowRunner", "--project=p", "--region=europe-west4", "--temp_location=gs://b/tmp",
+        "--runner=DataflowRunner", "--pickle_library=cloudpickle", "--project=p", "--region=europe-west4", "--temp_location=gs://b/tmp",
         "--max_num_workers=20", "--sdk_container_image=registry/dtfx:1"]
 
 
@@ -74,7 +74,8 @@ def test_the_issues_sample_with_every_runner_profile_is_valid_and_only_the_chose
     config = load_config(str(write_config(beam=sample)))
     assert pipeline_args(config.beam)[0] == "--runner=DirectRunner" and not config.beam.on_a_cluster()
     flink = load_config(str(write_config(beam={**sample, "runner": "flink"})), check_data=False)
-    assert pipeline_args(flink.beam)[:2] == ["--runner=FlinkRunner", "--flink_master=flink-jobmanager:8081"]
+    assert pipeline_args(flink.beam)[:3] == ["--runner=FlinkRunner", "--pickle_library=cloudpickle",
+                                             "--flink_master=flink-jobmanager:8081"]
 
 
 def test_a_worker_image_other_than_the_pipeline_image_is_refused(write_config):

@@ -272,7 +272,7 @@ def test_every_beam_step_of_a_compiled_spec_carries_the_beam_section(tmp_path, c
     code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "pipeline.yaml"))
     assert code == 0, err
     executors = list(yaml.safe_load_all((tmp_path / "pipeline.yaml").read_text()))[0]["deploymentSpec"]["executors"]
-    expected = ["--runner=FlinkRunner", "--flink_master=flink-jobmanager:8081", "--parallelism=4",
+    expected = ["--runner=FlinkRunner", "--pickle_library=cloudpickle", "--flink_master=flink-jobmanager:8081", "--parallelism=4",
                 "--environment_type=EXTERNAL", "--environment_config=localhost:50000", "--max_cache_memory_usage_mb=0"]
     beam_steps = {"ingest", "statistics", "schema", "transform", "evaluate"}
     seen = set()

@@ -177,7 +177,7 @@ def test_tfx_reads_every_step_as_each_driver_version_writes_it(penguins_spec, ve
         prepared = prepare(argv, local_root=str(tmp_path / name))
 
         args, beam_args = kubeflow_v2_run_executor._parse_flags(prepared.argv)
-        assert all(arg.startswith(("--runner", "--direct")) for arg in beam_args), (name, beam_args)
+        assert all(arg.startswith(("--runner", "--direct", "--pickle_library")) for arg in beam_args), (name, beam_args)
         parsed = json_format.Parse(args.json_serialized_invocation_args, pipeline_spec_pb2.ExecutorInput())
         for side, wanted in (("inputs", {key: artifact.title for key, artifact in inputs.items()}), ("outputs", declared)):
             artifacts = kubeflow_v2_entrypoint_utils.parse_raw_artifact_dict(getattr(parsed, side).artifacts)
