@@ -158,7 +158,8 @@ def test_the_portable_runner_gives_the_artifacts_of_the_direct_runner(direct, tm
     summary = summary_of(portable_run)
     assert summary.beam.runner == "PortableRunner" and f"--job_endpoint={job_endpoint}" in summary.beam.options
     beam_line = next(line for line in portable_run.stdout.splitlines() if line.startswith("beam: "))
-    assert beam_line.startswith("beam: PortableRunner (--runner=PortableRunner ") and f"--job_endpoint={job_endpoint}" in beam_line
+    assert beam_line.startswith("beam: PortableRunner (--runner=PortableRunner ")
+    assert f"--job_endpoint={job_endpoint}" in beam_line
     assert {stage.node: stage.runner for stage in summary.stages if stage.runner} == dict.fromkeys(
         ["ingest", "statistics", "transform", "evaluate"], "PortableRunner")
     assert json.loads(Path(summary.run_dir, "summary.json").read_text())["beam"]["runner"] == "PortableRunner"
