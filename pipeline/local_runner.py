@@ -91,7 +91,7 @@ def run_local(
             error = RunError("internal", f"{type(failure).__name__}: {first_line}")
         record = read_run(connection, config.pipeline.name, [node.id for node in pipeline.components])
         beam = BeamRun(runner=runner_name(pipeline.beam_pipeline_args), options=masked(pipeline.beam_pipeline_args))
-        beam_nodes = {node.id for node in pipeline.components if _runs_beam(node)}
+        beam_nodes = {node.id for node in pipeline.components if _runs_beam(node, pipeline.beam_pipeline_args)}
         stages = [dataclasses.replace(stage, runner=beam.runner) if stage.node in beam_nodes else stage
                   for stage in record.stages]
     push = record.push or PushResult(pushed=False)
@@ -120,11 +120,19 @@ def run_local(
     return summary
 
 
-def _runs_beam(node) -> bool:
-    """Whether a pipeline node's executor is a Beam pipeline (it then gets the `beam:` options)."""
+def _runs_beam(node, beam_args: list[str]) -> bool:
+    """Whether a pipeline node's executor runs a Beam pipeline with these options.
+
+    The statistics step computes in its own process on the in-memory DirectRunner (see its executor).
+    """
     from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
 
+    from dtfx.components.statistics.executor import Executor as StatisticsExecutor
+    from dtfx.components.statistics.executor import runs_in_one_thread
+
     executor_class = getattr(getattr(node, "executor_spec", None), "executor_class", None)
+    if executor_class is StatisticsExecutor and runs_in_one_thread(beam_args):
+        return False
     return isinstance(executor_class, type) and issubclass(executor_class, BaseBeamExecutor)
 
 
