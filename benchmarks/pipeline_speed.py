@@ -1,6 +1,6 @@
 """Whole-pipeline speed on small data: dtfx against TFX's own penguin example, and dtfx's second run after a change.
 
-    .venv/bin/python benchmarks/pipeline_speed.py [--rounds 2] [--skip-stock] [--skip-rerun]
+    .venv/bin/python benchmarks/pipeline_speed.py [--rounds 2] [--skip-stock] [--skip-rerun] [--before CHECKOUT]
 
 Same data for both: the palmerpenguins CSV made into the penguin example's `penguins_processed.csv` (the four
 measurements and the species as 0/1/2, rows with a missing measurement dropped: 342 rows), in a temporary directory.
@@ -12,7 +12,8 @@ measurements and the species as 0/1/2, rows with a missing measurement dropped: 
 - dtfx: `dtfx run` of the shipped penguins config pointed at that CSV (the four features, 100 training
   steps and 5 evaluation steps, as stock's), cache off, in a fresh process;
 - rerun: dtfx cold with the cache on, then the same config with only `trainer.learning_rate` changed; the second
-  run's wall time as a share of the first.
+  run's wall time as a share of the first;
+- before (with `--before CHECKOUT`): the same dtfx runs with another checkout's code, in every round beside this one.
 
 Each round runs stock then dtfx one after the other (the machine is shared: a busy moment hits both), and the table
 shows each round's wall seconds (process start to exit) and the seconds of each stage, read from the run's ML
@@ -39,6 +40,7 @@ BIN = os.path.dirname(sys.executable)
 FEATURES = ["culmen_length_mm", "culmen_depth_mm", "flipper_length_mm", "body_mass_g"]
 SPECIES = ["Adelie", "Chinstrap", "Gentoo"]
 TRAIN_STEPS = 100  # the penguin example's Trainer (and 5 evaluation steps)
+Variant = tuple[list[str], dict[str, str]] | None  # how to run a dtfx: command, extra environment (None: this one)
 # The stock component ids, as the dtfx stage each one matches.
 STOCK_STAGES = {"CsvExampleGen": "ingest", "StatisticsGen": "statistics", "SchemaGen": "schema",
                 "ExampleValidator": "validation", "Transform": "transform", "Trainer": "train",
@@ -116,10 +118,34 @@ def dtfx_config(work: str, csv_path: str, steps: int, cache: bool) -> str:
     return path
 
 
-def run_dtfx(config: str, work: str, log: str, *overrides: str) -> tuple[float, dict[str, float]]:
+def run_dtfx(config: str, work: str, log: str, *overrides: str, variant: Variant = None) -> tuple[float, dict[str, float]]:
+    command, env = variant or ([os.path.join(BIN, "dtfx")], {})
     sets = [arg for override in overrides for arg in ("--set", override)]
-    wall = timed([os.path.join(BIN, "dtfx"), "run", config, *sets], os.path.join(work, log))
+    wall = timed([*command, "run", config, *sets], os.path.join(work, log), **env)
     return wall, stage_seconds(os.path.join(work, "outputs", "penguins", "metadata.sqlite"))
+
+
+def checkout_variant(checkout: str, scratch: str) -> Variant:
+    """The command and environment that run another checkout's `dtfx` (its components/ and pipeline/ as dtfx.*).
+
+    The command is the checkout's `main()`, not this environment's console script, which may name an entry point
+    that the other checkout does not have.
+    """
+    namespace = os.path.join(scratch, "before-checkout", "dtfx")
+    os.makedirs(namespace)
+    for folder in ("components", "pipeline"):
+        os.symlink(os.path.join(os.path.abspath(checkout), folder), os.path.join(namespace, folder))
+    # Ahead of the editable install's finder, which Python consults after sys.path.
+    command = [sys.executable, "-c", "import sys; from dtfx.pipeline.cli import main; sys.exit(main(sys.argv[1:]))"]
+    return command, {"PYTHONPATH": os.path.dirname(namespace)}
+
+
+def dtfx_variants(args, scratch: str) -> dict[str, Variant]:
+    """The dtfx versions to measure: this checkout, and the one of --before (as `before`) if given."""
+    variants = {"dtfx": None}
+    if args.before:
+        variants = {"before": checkout_variant(args.before, scratch), **variants}
+    return variants
 
 
 def table(columns: dict[str, tuple[float, dict[str, float]]]) -> str:
@@ -138,34 +164,42 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--skip-stock", action="store_true")
     parser.add_argument("--skip-rerun", action="store_true")
+    parser.add_argument("--before", metavar="CHECKOUT",
+                        help="also measure the dtfx of another checkout (e.g. `git worktree add /tmp/before REV`) in "
+                             "every round, for before/after figures")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="dtfx-pipeline-speed-") as scratch:
         data_root = os.path.join(scratch, "data")
         csv_path = make_data(data_root)
+        variants = dtfx_variants(args, scratch)
         columns, ratios = {}, []
         for round_ in range(1, args.rounds + 1):
             if not args.skip_stock:
                 work = os.path.join(scratch, f"stock-{round_}")
                 os.makedirs(work)
                 columns[f"stock #{round_}"] = run_stock(data_root, work)
-            work = os.path.join(scratch, f"dtfx-{round_}")
-            os.makedirs(work)
-            columns[f"dtfx #{round_}"] = run_dtfx(dtfx_config(work, csv_path, TRAIN_STEPS, cache=False), work, "dtfx.log")
-            if not args.skip_stock:
-                ratios.append(columns[f"dtfx #{round_}"][0] / columns[f"stock #{round_}"][0])
-        if not args.skip_rerun:
-            work = os.path.join(scratch, "rerun")
+            for name, variant in variants.items():
+                work = os.path.join(scratch, f"{name}-{round_}")
+                os.makedirs(work)
+                config = dtfx_config(work, csv_path, TRAIN_STEPS, cache=False)
+                columns[f"{name} #{round_}"] = run_dtfx(config, work, "dtfx.log", variant=variant)
+                if not args.skip_stock:
+                    ratios.append(f"{name} {columns[f'{name} #{round_}'][0] / columns[f'stock #{round_}'][0]:.2f}")
+        reruns = []
+        for name, variant in variants.items() if not args.skip_rerun else ():
+            work = os.path.join(scratch, f"{name}-rerun")
             os.makedirs(work)
             config = dtfx_config(work, csv_path, TRAIN_STEPS, cache=True)
-            columns["dtfx cold, cache on"] = run_dtfx(config, work, "cold.log")
+            cold = columns[f"{name} cold, cache on"] = run_dtfx(config, work, "cold.log", variant=variant)
             # Its ML Metadata then holds both runs: each stage's last execution is the second run's (cached: ~0 s).
-            columns["dtfx learning_rate changed"] = run_dtfx(config, work, "rerun.log", "trainer.learning_rate=0.02")
+            rerun = columns[f"{name} learning_rate changed"] = run_dtfx(
+                config, work, "rerun.log", "trainer.learning_rate=0.02", variant=variant)
+            reruns.append(f"{name}: {rerun[0]:.1f} / {cold[0]:.1f} s = {rerun[0] / cold[0]:.2f}")
         print(table(columns))
         if ratios:
-            print(f"\ndtfx / stock, wall, per round: {', '.join(f'{ratio:.2f}' for ratio in ratios)}")
-        if not args.skip_rerun:
-            cold, rerun = columns["dtfx cold, cache on"][0], columns["dtfx learning_rate changed"][0]
-            print(f"second run after a learning_rate change / cold run: {rerun:.1f} / {cold:.1f} s = {rerun / cold:.2f}")
+            print(f"\n/ stock, wall, per round: {', '.join(ratios)}")
+        if reruns:
+            print(f"second run after a learning_rate change / cold run: {'; '.join(reruns)}")
         print(json.dumps({name: {"wall": wall, "stages": stages} for name, (wall, stages) in columns.items()}))
 
 
