@@ -9,17 +9,27 @@ files per split, as ingest does, so that each worker reads files of its own.
 TFX builds that write in `TransformProcessor._EncodeAndWrite`, which `Executor.Do` reaches through
 a TransformProcessor it makes itself; while Do runs, the module's TransformProcessor is this
 subclass, whose only change is the shard count of the TFRecord write.
+
+The builder asks for TF Transform's TF1 graph mode (faster: the preprocessing function is traced
+once). A TF1 transform graph's signature takes the raw columns under their own names, which
+TensorFlow turns into Python parameter names when a TF2 model loads it (`a/b` and `a b` both become
+`a_b`, a sparse column adds `_indices`, `_values`, `_dense_shape`): columns whose names would
+collide there get TF2 mode instead, which names its inputs apart.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import logging
+from collections.abc import Iterable, Iterator
 from unittest import mock
 
 import apache_beam as beam
+from tensorflow.core.function.polymorphism.function_type import sanitize_arg_name
 from tfx.components.transform import executor as tfx_transform
 from tfx.components.transform import labels
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import io_utils
 
 from dtfx.components.transform.options import TransformOptions
 
@@ -29,8 +39,26 @@ class Executor(tfx_transform.Executor):
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
         options = TransformOptions.from_json(exec_properties["custom_config"])
+        graph_mode = standard_component_specs.FORCE_TF_COMPAT_V1_KEY
+        if exec_properties.get(graph_mode):
+            schema_dir = artifact_utils.get_single_uri(input_dict[standard_component_specs.SCHEMA_KEY])
+            schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema_dir))
+            colliding = colliding_parameter_names(feature.name for feature in schema.feature)
+            if colliding:
+                logging.info("Transform in TF2 mode: in TF1 graph mode, columns %s would share parameter names",
+                             ", ".join(map(repr, colliding)))
+                exec_properties = {**exec_properties, graph_mode: 0}
         with _writing_shards(options.num_shards):
             super().Do(input_dict, output_dict, exec_properties)
+
+
+def colliding_parameter_names(columns: Iterable[str]) -> list[str]:
+    """The columns that would share a parameter name of a TF1 transform graph's signature loaded in TF2."""
+    owners: dict[str, set[str]] = {}
+    for column in columns:
+        for suffix in ("", "_indices", "_values", "_dense_shape"):
+            owners.setdefault(sanitize_arg_name(column + suffix), set()).add(column)
+    return sorted({column for names in owners.values() if len(names) > 1 for column in names})
 
 
 @contextlib.contextmanager

@@ -33,3 +33,10 @@ def test_transformed_examples_are_sharded_like_the_ingested_ones(penguins_transf
         files = sorted(path.name for path in (examples / split).iterdir())
         assert files == [f"transformed_examples-0000{index}-of-00004.gz" for index in range(4)]
         assert records(examples / split) == records(ingested / split) > 0
+
+
+def test_columns_whose_parameter_names_would_collide_in_a_tf1_graph_are_found():
+    from dtfx.components.transform.executor import colliding_parameter_names
+
+    assert colliding_parameter_names(["a/b", "a b", "x", "a_b_values", "é"]) == ["a b", "a/b", "a_b_values"]
+    assert colliding_parameter_names(["bill_length_mm", "island", "species", "n.1"]) == []
