@@ -49,6 +49,38 @@ def exempt_tf_keras_from_autograph() -> None:
         autograph_config.CONVERSION_RULES = (rule, *autograph_config.CONVERSION_RULES)
 
 
+# --- tf.data: no autotuning thread behind the replicas' datasets ------------------------------------
+
+
+def replica_datasets_without_autotuning() -> None:
+    """Turns tf.data's autotuning off in the per-replica datasets that MirroredStrategy feeds its replicas from.
+
+    Upstream: TensorFlow 2.16's `MultiDeviceIterator` (tensorflow/python/data/ops/
+    multi_device_iterator_ops.py, `_create_device_dataset`) gives each replica's dataset the default
+    options, autotuning on, whatever the input dataset's options say. Every iterator with autotuning
+    runs a model thread that sleeps between optimisations for a period that doubles as the iterator
+    lives, and deleting the iterator waits for that sleep to end: at the end of each `fit` and of each
+    validation pass. Measured on penguins (2 replicas, 100 steps): 0.9-2.9 s after the last step of a
+    `fit` whose steps took about 2 s. The replicas' datasets only prefetch a fixed buffer, which
+    autotuning has nothing to tune in. Idempotent.
+    """
+    import tensorflow as tf
+    from tensorflow.python.data.ops import multi_device_iterator_ops
+
+    original = multi_device_iterator_ops._create_device_dataset
+    if getattr(original, "dtfx_no_autotune", False):
+        return
+
+    def _create_device_dataset(*args, **kwargs):
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        return original(*args, **kwargs).with_options(options)
+
+    _create_device_dataset.dtfx_no_autotune = True
+    _create_device_dataset.__wrapped__ = original
+    multi_device_iterator_ops._create_device_dataset = _create_device_dataset
+
+
 # --- Beam: no TFX source package --------------------------------------------------------------------
 
 

@@ -7,7 +7,12 @@ import struct
 
 import tensorflow as tf
 
-AUTOTUNE = tf.data.AUTOTUNE
+# tf.data's autotuning is off and the parallelism is set here: an autotuned iterator runs a model thread, and
+# deleting the iterator waits for that thread's sleep to end, at the end of every `fit` and validation pass (see
+# compat.replica_datasets_without_autotuning, which does the same for the replicas' datasets). One parallel call per
+# core: the maps are single vectorised ops per batch.
+PARALLELISM = os.cpu_count() or 1
+PREFETCH_BATCHES = 2
 # At most this share of the machine's memory holds the cached training examples (every worker process its own).
 CACHE_MEMORY_SHARE = 0.25
 
@@ -79,7 +84,7 @@ def make_dataset(
     records = paths.interleave(
         lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP"),
         cycle_length=min(len(files), 8),
-        num_parallel_calls=AUTOTUNE,
+        num_parallel_calls=min(len(files), 8, PARALLELISM),
         deterministic=True,
     )
     if cache:
@@ -91,13 +96,14 @@ def make_dataset(
     batches = records.batch(batch_size, drop_remainder=repeat)
     parsed = batches.map(
         lambda serialized: _split_label(tf.io.parse_example(serialized, feature_spec), label_key, task),
-        num_parallel_calls=AUTOTUNE,
+        num_parallel_calls=PARALLELISM,
     )
     options = tf.data.Options()
+    options.autotune.enabled = False
     options.experimental_distribute.auto_shard_policy = (
         tf.data.experimental.AutoShardPolicy.FILE if len(files) >= num_workers else tf.data.experimental.AutoShardPolicy.DATA
     )
-    return parsed.with_options(options).prefetch(AUTOTUNE)
+    return parsed.with_options(options).prefetch(PREFETCH_BATCHES)
 
 
 def _split_label(features: dict[str, tf.Tensor], label_key: str, task: str):
