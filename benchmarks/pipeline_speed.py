@@ -128,15 +128,18 @@ def run_dtfx(config: str, work: str, log: str, *overrides: str, variant: Variant
 def checkout_variant(checkout: str, scratch: str) -> Variant:
     """The command and environment that run another checkout's `dtfx` (its components/ and pipeline/ as dtfx.*).
 
-    The command is the checkout's `main()`, not this environment's console script, which may name an entry point
-    that the other checkout does not have.
+    The command calls the checkout's own entry point (`console_main()`, or `main()` where it has none), not this
+    environment's console script, which may name an entry point that the other checkout does not have.
     """
     namespace = os.path.join(scratch, "before-checkout", "dtfx")
     os.makedirs(namespace)
     for folder in ("components", "pipeline"):
         os.symlink(os.path.join(os.path.abspath(checkout), folder), os.path.join(namespace, folder))
-    # Ahead of the editable install's finder, which Python consults after sys.path.
-    command = [sys.executable, "-c", "import sys; from dtfx.pipeline.cli import main; sys.exit(main(sys.argv[1:]))"]
+    # Ahead of the editable install's finder, which Python consults after sys.path. The console script's own entry
+    # point where the checkout has one (it skips the interpreter's teardown, as `dtfx` does), else main().
+    command = [sys.executable, "-c", "import sys; from dtfx.pipeline import cli\n"
+               "if hasattr(cli, 'console_main'): cli.console_main()\n"
+               "sys.exit(cli.main(sys.argv[1:]))"]
     return command, {"PYTHONPATH": os.path.dirname(namespace)}
 
 
