@@ -57,20 +57,39 @@ def make_signatures(
 def _parseable(serialized: tf.Tensor, spec: dict) -> tf.Tensor:
     """[batch] bool: whether each serialized example parses with `spec` on its own.
 
-    tf.io.parse_example fails the whole batch on one bad example; parsing each in a tf.data
-    map with `ignore_errors` finds the bad ones without failing.
+    tf.io.parse_example fails the whole batch on one bad example; inside a tf.data map with
+    `ignore_errors` a failure drops the element instead. The whole batch is tried first, one vectorised
+    parse (nearly every batch is all good); only a batch that fails is parsed example by example to
+    find the bad ones, which costs about 0.1 ms an example (measured: 1,000 examples in 90 ms per call
+    when every batch was parsed that way, 7 ms now).
     """
     count = tf.shape(serialized)[0]
+    whole = _once_per_call(tf.data.Dataset.from_tensors(serialized).map(lambda batch: _parsed_values(batch, spec)))
+    batch_parses = whole.ignore_errors().reduce(False, lambda _, __: True)
 
-    def parse(index, example):
-        parsed = tf.io.parse_example(example[tf.newaxis], spec)
-        # Depend on every parsed value, so that the parse is not pruned away.
-        return index, tf.add_n([tf.size(value.values if isinstance(value, tf.SparseTensor) else value)
-                                for value in parsed.values()] or [tf.constant(0)])
+    def each_example() -> tf.Tensor:
+        rows = tf.data.Dataset.from_tensor_slices((tf.range(count), serialized))
+        parsed = rows.map(lambda index, example: (index, _parsed_values(example[tf.newaxis], spec))).ignore_errors()
+        return _once_per_call(parsed.map(lambda index, _: index)).reduce(
+            tf.zeros([count], tf.bool), lambda valid, index: tf.tensor_scatter_nd_update(valid, [[index]], [True]))
 
-    rows = tf.data.Dataset.from_tensor_slices((tf.range(count), serialized)).map(parse).ignore_errors()
-    return rows.map(lambda index, _: index).reduce(
-        tf.zeros([count], tf.bool), lambda valid, index: tf.tensor_scatter_nd_update(valid, [[index]], [True]))
+    return tf.cond(batch_parses, lambda: tf.ones([count], tf.bool), each_example)
+
+
+def _parsed_values(serialized: tf.Tensor, spec: dict) -> tuple[tf.Tensor, ...]:
+    """The values tf.io.parse_example finds, as the dataset's element: a reduction of them (their count, say) can be
+    computed from the shapes alone for fixed-shape features, and TensorFlow then prunes the parse, errors and all."""
+    parsed = tf.io.parse_example(serialized, spec)
+    return tuple(value.values if isinstance(value, tf.SparseTensor) else value for value in parsed.values())
+
+
+def _once_per_call(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """`dataset` without tf.data's autotuning and static optimisations, which cost more than the parse itself in a
+    dataset made and iterated at every call of the signature (see compat.replica_datasets_without_autotuning)."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    options.experimental_optimization.apply_default_optimizations = False
+    return dataset.with_options(options)
 
 
 def write_model_inputs(model_dir: str, tft_output: tft.TFTransformOutput, label: str, task: str,
