@@ -19,7 +19,6 @@ import gzip
 import json
 import os
 import re
-import shutil
 import uuid
 from typing import Any
 
@@ -45,7 +44,6 @@ FILE_PREFIX = "data_tfrecord"  # stock ExampleGen's name, so tools that glob for
 FILE_FORMAT = "tfrecords_gzip"
 PARTS_DIR = "parts"
 COMPRESSION_LEVEL = 1  # fastest zlib level: ingestion is CPU-bound, and its output is read by the next steps only
-COPY_BUFFER_BYTES = 8 << 20
 METRICS_NAMESPACE = "dtfx"
 SKIPPED_IMAGES_COUNTER = "rows_skipped_for_bad_images"
 SKIPS_LOGGED = 20  # per input file
@@ -217,12 +215,7 @@ class _PartWriters:
 
 
 class _WriteShard(beam.DoFn):
-    """Makes the shard file of one (split, shard) from its parts, in input file order.
-
-    A gzip file may hold several gzip members one after another (RFC 1952), and TensorFlow,
-    Beam and Python read such a file as one stream: the parts are concatenated as they are,
-    without compressing again. With one input file there is one part, and it is just moved.
-    """
+    """Makes the shard file of one (split, shard) from its parts, in input file order (tfrecord.join_parts)."""
 
     def __init__(self, staging_uri: str, num_shards: int):
         self._staging_uri = staging_uri
@@ -232,19 +225,8 @@ class _WriteShard(beam.DoFn):
         (split, shard), parts = element
         # GroupByKey does not keep order: sorting by file index makes the bytes deterministic.
         paths = [path for _, path in sorted(part for part in parts if part is not None)]
-        directory = os.path.join(self._staging_uri, f"Split-{split}")
-        fileio.makedirs(directory)
-        target = os.path.join(directory, shard_file_name(shard, self._num_shards))
-        if not paths:
-            tfrecord.GzipRecordWriter(target, COMPRESSION_LEVEL).close()  # a valid gzip stream of no records
-        elif len(paths) == 1:
-            if fileio.exists(paths[0]) or not fileio.exists(target):  # a retried bundle finds it moved already
-                fileio.rename(paths[0], target, overwrite=True)
-        else:
-            with fileio.open(target, "wb") as out:
-                for path in paths:
-                    with fileio.open(path, "rb") as part:
-                        shutil.copyfileobj(part, out, COPY_BUFFER_BYTES)
+        target = os.path.join(self._staging_uri, f"Split-{split}", shard_file_name(shard, self._num_shards))
+        tfrecord.join_parts(paths, target, COMPRESSION_LEVEL)
 
 
 def _tfrecord_key(records: np.ndarray, key: str):

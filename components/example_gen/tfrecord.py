@@ -12,6 +12,8 @@ libraries that TFX installs).
 
 from __future__ import annotations
 
+import os
+import shutil
 import zlib
 
 import google_crc32c
@@ -21,6 +23,7 @@ import pyarrow.compute as pc
 from tfx.dsl.io import fileio
 
 _MASK_DELTA = np.uint32(0xA282EAD8)
+COPY_BUFFER_BYTES = 8 << 20
 
 
 def _castagnoli_table() -> np.ndarray:
@@ -74,6 +77,27 @@ class GzipRecordWriter:
 
     def __exit__(self, *exc_info):
         self.close()
+
+
+def join_parts(parts: list[str], target: str, level: int) -> None:
+    """Makes `target` from gzipped TFRecord part files, in the given order.
+
+    A gzip file may hold several gzip members one after another (RFC 1952), and TensorFlow, Beam
+    and Python read such a file as one stream: the parts are concatenated as they are, without
+    compressing again. One part is just moved; no part makes a valid gzip stream of no records. The
+    other parts stay (a retry reads them again): the caller removes their directory when all is written.
+    """
+    fileio.makedirs(os.path.dirname(target))
+    if not parts:
+        GzipRecordWriter(target, level).close()
+    elif len(parts) == 1:
+        if fileio.exists(parts[0]) or not fileio.exists(target):  # a retried bundle finds it moved already
+            fileio.rename(parts[0], target, overwrite=True)
+    else:
+        with fileio.open(target, "wb") as out:
+            for path in parts:
+                with fileio.open(path, "rb") as part:
+                    shutil.copyfileobj(part, out, COPY_BUFFER_BYTES)
 
 
 def _crc_of_lengths(lengths: np.ndarray) -> np.ndarray:

@@ -4,7 +4,8 @@ TFX's Transform writes its materialised examples with Beam's `WriteToTFRecord` a
 which the DirectRunner turns into one file per split. A training worker's unit of data is a file
 (tf.data's FILE auto-sharding), so with one file every worker of a multi-worker training would
 read all of it and keep a share of the batches. This executor writes `data.sharding.num_shards`
-files per split, as ingest does, so that each worker reads files of its own.
+files per split, as ingest does, so that each worker reads files of its own, a record batch at a
+time and without holding the split in memory (see sharded_write).
 
 TFX builds that write in `TransformProcessor._EncodeAndWrite`, which `Executor.Do` reaches through
 a TransformProcessor it makes itself; while Do runs, the module's TransformProcessor is this
@@ -24,13 +25,13 @@ import logging
 from collections.abc import Iterable, Iterator
 from unittest import mock
 
-import apache_beam as beam
 from tensorflow.core.function.polymorphism.function_type import sanitize_arg_name
 from tfx.components.transform import executor as tfx_transform
 from tfx.components.transform import labels
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 
+from dtfx.components.transform import sharded_write
 from dtfx.components.transform.options import TransformOptions
 
 
@@ -50,6 +51,8 @@ class Executor(tfx_transform.Executor):
                 exec_properties = {**exec_properties, graph_mode: 0}
         with _writing_shards(options.num_shards):
             super().Do(input_dict, output_dict, exec_properties)
+        for examples in output_dict.get(standard_component_specs.TRANSFORMED_EXAMPLES_KEY, []):
+            sharded_write.remove_parts(examples.uri)
 
 
 def colliding_parameter_names(columns: Iterable[str]) -> list[str]:
@@ -68,15 +71,7 @@ def _writing_shards(num_shards: int) -> Iterator[None]:
             if file_format != labels.FORMAT_TFRECORD:
                 return tfx_transform.TransformProcessor._EncodeAndWrite(
                     schema=schema, file_format=file_format, output_path=output_path)
-            return _write_examples(schema=schema, output_path=output_path, num_shards=num_shards)
+            return sharded_write.write_examples(schema=schema, output_path=output_path, num_shards=num_shards)
 
     with mock.patch.object(tfx_transform, "TransformProcessor", ShardedProcessor):
         yield
-
-
-@beam.ptransform_fn
-def _write_examples(records: beam.PCollection, schema, output_path: str, num_shards: int) -> beam.pvalue.PDone:
-    """Transformed record batches as tf.Examples in `num_shards` gzipped TFRecord files named after `output_path`."""
-    examples = records | "ToExamples" >> beam.ParDo(tfx_transform.TransformProcessor._RecordBatchToExamplesFn(schema))
-    return (examples | "Examples" >> beam.Values()
-            | "Write" >> beam.io.WriteToTFRecord(output_path, file_name_suffix=".gz", num_shards=num_shards))

@@ -29,6 +29,7 @@ def test_transformed_examples_are_sharded_like_the_ingested_ones(penguins_transf
     def records(directory) -> int:
         return sum(1 for path in directory.iterdir() for _ in tf.data.TFRecordDataset(str(path), "GZIP"))
 
+    assert sorted(path.name for path in examples.iterdir()) == ["Split-eval", "Split-train"]  # no parts left
     for split in ("Split-train", "Split-eval"):
         files = sorted(path.name for path in (examples / split).iterdir())
         assert files == [f"transformed_examples-0000{index}-of-00004.gz" for index in range(4)]
@@ -40,3 +41,46 @@ def test_columns_whose_parameter_names_would_collide_in_a_tf1_graph_are_found():
 
     assert colliding_parameter_names(["a/b", "a b", "x", "a_b_values", "é"]) == ["a b", "a/b", "a_b_values"]
     assert colliding_parameter_names(["bill_length_mm", "island", "species", "n.1"]) == []
+
+
+def test_the_sharded_write_deals_every_row_once_to_its_shards_and_leaves_no_parts(tmp_path):
+    """Record batches in several bundles, more shards than some batches have rows: every row once, every shard a
+    file (empty ones too), rows in the order they came within a shard, nothing else left in the artifact."""
+    import apache_beam as beam
+    import pyarrow as pa
+    import tensorflow as tf
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    from dtfx.components.transform.sharded_write import remove_parts, write_examples
+
+    schema = schema_pb2.Schema()
+    for name, kind in (("x_xf", schema_pb2.FLOAT), ("island_xf", schema_pb2.INT)):
+        schema.feature.add(name=name, type=kind)
+    batches = [pa.RecordBatch.from_arrays([pa.array([[float(row)] for row in rows], pa.list_(pa.float32())),
+                                           pa.array([[row % 3] for row in rows], pa.list_(pa.int64()))],
+                                          ["x_xf", "island_xf"])
+               for rows in (range(0, 7), range(7, 8), range(8, 8), range(8, 30))]
+    output = tmp_path / "transformed_examples"
+    prefix = output / "Split-train" / "transformed_examples"
+    with beam.Pipeline(argv=["--direct_running_mode=in_memory"]) as pipeline:
+        _ = (pipeline | beam.Create([(batch, {}) for batch in batches], reshuffle=False)
+             | write_examples(schema=schema, output_path=str(prefix), num_shards=4))
+        _ = (pipeline | "Lonely" >> beam.Create([(batches[1], {})])
+             | "Eval" >> write_examples(schema=schema, output_path=str(output / "Split-eval" / "transformed_examples"),
+                                        num_shards=3))
+    remove_parts(str(output))
+
+    assert sorted(path.name for path in output.iterdir()) == ["Split-eval", "Split-train"]
+    assert sorted(path.name for path in (output / "Split-train").iterdir()) == [
+        f"transformed_examples-0000{shard}-of-00004.gz" for shard in range(4)]
+    spec = {"x_xf": tf.io.FixedLenFeature([], tf.float32), "island_xf": tf.io.FixedLenFeature([], tf.int64)}
+
+    def rows(path) -> list[tuple[float, int]]:
+        parsed = [tf.io.parse_single_example(record, spec) for record in tf.data.TFRecordDataset(str(path), "GZIP")]
+        return [(float(row["x_xf"]), int(row["island_xf"])) for row in parsed]
+
+    shards = [rows(path) for path in sorted((output / "Split-train").iterdir())]
+    assert sorted(row for shard in shards for row in shard) == [(float(row), row % 3) for row in range(30)]
+    assert all(shard == sorted(shard) for shard in shards) and all(7 <= len(shard) <= 8 for shard in shards)
+    eval_shards = [rows(path) for path in sorted((output / "Split-eval").iterdir())]
+    assert sorted(len(shard) for shard in eval_shards) == [0, 0, 1]  # empty shards are valid files too
