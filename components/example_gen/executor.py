@@ -43,7 +43,6 @@ from dtfx.components.names import DATA_PROFILE_PROPERTY, SKIPPED_IMAGES_PROPERTY
 FILE_PREFIX = "data_tfrecord"  # stock ExampleGen's name, so tools that glob for it find the shards
 FILE_FORMAT = "tfrecords_gzip"
 PARTS_DIR = "parts"
-COMPRESSION_LEVEL = 1  # fastest zlib level: ingestion is CPU-bound, and its output is read by the next steps only
 METRICS_NAMESPACE = "dtfx"
 SKIPPED_IMAGES_COUNTER = "rows_skipped_for_bad_images"
 SKIPS_LOGGED = 20  # per input file
@@ -190,7 +189,7 @@ class _PartWriters:
         if writer is None:
             fileio.makedirs(self._parts_uri)
             path = os.path.join(self._parts_uri, f"{split}.{shard:05d}.{self._file_index:06d}.gz")
-            writer = self._writers[(split, shard)] = tfrecord.GzipRecordWriter(path, COMPRESSION_LEVEL)
+            writer = self._writers[(split, shard)] = tfrecord.GzipRecordWriter(path, tfrecord.COMPRESSION_LEVEL)
             self.paths[(split, shard)] = path
         return writer
 
@@ -226,7 +225,7 @@ class _WriteShard(beam.DoFn):
         # GroupByKey does not keep order: sorting by file index makes the bytes deterministic.
         paths = [path for _, path in sorted(part for part in parts if part is not None)]
         target = os.path.join(self._staging_uri, f"Split-{split}", shard_file_name(shard, self._num_shards))
-        tfrecord.join_parts(paths, target, COMPRESSION_LEVEL)
+        tfrecord.join_parts(paths, target)
 
 
 def _tfrecord_key(records: np.ndarray, key: str):

@@ -24,6 +24,8 @@ from tfx.dsl.io import fileio
 
 _MASK_DELTA = np.uint32(0xA282EAD8)
 COPY_BUFFER_BYTES = 8 << 20
+# The fastest zlib level: writing is CPU-bound, and the files are read by the next steps only.
+COMPRESSION_LEVEL = 1
 
 
 def _castagnoli_table() -> np.ndarray:
@@ -79,7 +81,7 @@ class GzipRecordWriter:
         self.close()
 
 
-def join_parts(parts: list[str], target: str, level: int) -> None:
+def join_parts(parts: list[str], target: str) -> None:
     """Makes `target` from gzipped TFRecord part files, in the given order.
 
     A gzip file may hold several gzip members one after another (RFC 1952), and TensorFlow, Beam
@@ -89,7 +91,7 @@ def join_parts(parts: list[str], target: str, level: int) -> None:
     """
     fileio.makedirs(os.path.dirname(target))
     if not parts:
-        GzipRecordWriter(target, level).close()
+        GzipRecordWriter(target, COMPRESSION_LEVEL).close()
     elif len(parts) == 1:
         if fileio.exists(parts[0]) or not fileio.exists(target):  # a retried bundle finds it moved already
             fileio.rename(parts[0], target, overwrite=True)

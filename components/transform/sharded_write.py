@@ -30,7 +30,6 @@ from tfx_bsl.coders import example_coder
 
 from dtfx.components.example_gen import tfrecord
 
-COMPRESSION_LEVEL = 1  # as ingest: the files are read by the next steps only
 PARTS_PREFIX = ".parts-"
 
 
@@ -70,6 +69,7 @@ class _WriteParts(beam.DoFn):
     def process(self, element):
         record_batch, _ = element  # (transformed batch, unary pass-through features): dtfx passes no keys through
         names = record_batch.schema.names
+        # TFX's own encoder step drops its internal key column the same way (TransformProcessor._RecordBatchToExamplesFn).
         if tfx_transform._TRANSFORM_INTERNAL_FEATURE_FOR_KEY in names:
             record_batch = tfx_transform._FilterInternalColumn(
                 record_batch, names.index(tfx_transform._TRANSFORM_INTERNAL_FEATURE_FOR_KEY))
@@ -86,7 +86,7 @@ class _WriteParts(beam.DoFn):
         if shard not in self._writers:
             fileio.makedirs(self._parts_uri)
             path = os.path.join(self._parts_uri, f"{shard:05d}.{uuid.uuid4().hex}.gz")
-            self._writers[shard] = (path, tfrecord.GzipRecordWriter(path, COMPRESSION_LEVEL))
+            self._writers[shard] = (path, tfrecord.GzipRecordWriter(path, tfrecord.COMPRESSION_LEVEL))
         return self._writers[shard][1]
 
     def finish_bundle(self):
@@ -96,15 +96,16 @@ class _WriteParts(beam.DoFn):
 
 
 class _JoinParts(beam.DoFn):
+    """Makes one shard's file from the part files of every bundle that wrote rows to it."""
+
     def __init__(self, output_path: str, num_shards: int):
         self._output_path = output_path
         self._num_shards = num_shards
 
     def process(self, element):
         shard, parts = element
-        # GroupByKey does not keep order: sorted paths make the order of a shard's parts the same on every run.
-        tfrecord.join_parts(sorted(path for path in parts if path), shard_path(self._output_path, shard, self._num_shards),
-                            COMPRESSION_LEVEL)
+        # GroupByKey does not keep order: sorted, the same parts make the same file (a retry writes it again).
+        tfrecord.join_parts(sorted(path for path in parts if path), shard_path(self._output_path, shard, self._num_shards))
 
 
 @beam.ptransform_fn
