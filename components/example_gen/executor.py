@@ -14,7 +14,6 @@ Everything is written into a hidden staging directory inside the output artifact
 
 from __future__ import annotations
 
-import concurrent.futures
 import gzip
 import json
 import os
@@ -80,7 +79,7 @@ class _EncodeFile(beam.DoFn):
         scan = plan.files[index]
         file_rows = 0
         batches = sources.iter_records(scan) if plan.format == "tfrecord" else sources.iter_tables(scan, plan.columns)
-        with _PartWriters(self._parts_uri, index) as parts:
+        with tfrecord.PartWriters(self._parts_uri, lambda key: f"{key[0]}.{key[1]:05d}.{index:06d}.gz") as parts:
             for batch in batches:
                 batch_rows = len(batch)
                 batch, kept = self._with_images(scan, batch, file_rows)
@@ -90,7 +89,7 @@ class _EncodeFile(beam.DoFn):
                 hashes = assign.content_hashes(crcs, pc.binary_length(examples).to_numpy(zero_copy_only=False))
                 row_numbers = plan.offsets[index] + file_rows + (np.arange(batch_rows) if kept is None else kept)
                 groups = self._assign(hashes, key_values, row_numbers, plan.total_rows)
-                parts.write_batch([(self._split_names[split], shard, framed.take(pa.array(rows)))
+                parts.write_batch([((self._split_names[split], shard), framed.take(pa.array(rows)))
                                    for (split, shard), rows in groups])
                 file_rows += batch_rows
         if file_rows != scan.num_rows:
@@ -160,57 +159,6 @@ class _EncodeFile(beam.DoFn):
         bounds = np.concatenate([[0], np.cumsum(sizes)])
         for group in np.flatnonzero(sizes):
             yield divmod(int(group), options.num_shards), order[bounds[group]:bounds[group + 1]]
-
-
-class _PartWriters:
-    """Lazily opened part files, one gzipped TFRecord file per (split, shard), for one input file.
-
-    Compression runs on one background thread (zlib releases the GIL), so that on a machine with
-    a second core it overlaps the encoding of the next batch. At most one batch is in flight:
-    `write_batch` waits for the previous one, which also keeps the records of each part in order.
-    """
-
-    def __init__(self, parts_uri: str, file_index: int):
-        self._parts_uri = parts_uri
-        self._file_index = file_index
-        self._writers: dict[tuple[str, int], tfrecord.GzipRecordWriter] = {}
-        self._background = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="compress")
-        self._in_flight: concurrent.futures.Future | None = None
-        self.paths: dict[tuple[str, int], str] = {}
-
-    def write_batch(self, groups: list[tuple[str, int, pa.Array]]) -> None:
-        """Appends framed records to the parts of their (split, shard): [(split, shard, framed records)]."""
-        self._wait()
-        writers = [(self._writer(split, shard), framed) for split, shard, framed in groups]
-        self._in_flight = self._background.submit(lambda: [writer.write(framed) for writer, framed in writers])
-
-    def _writer(self, split: str, shard: int) -> tfrecord.GzipRecordWriter:
-        writer = self._writers.get((split, shard))
-        if writer is None:
-            fileio.makedirs(self._parts_uri)
-            path = os.path.join(self._parts_uri, f"{split}.{shard:05d}.{self._file_index:06d}.gz")
-            writer = self._writers[(split, shard)] = tfrecord.GzipRecordWriter(path, tfrecord.COMPRESSION_LEVEL)
-            self.paths[(split, shard)] = path
-        return writer
-
-    def _wait(self) -> None:
-        if self._in_flight is not None:
-            in_flight, self._in_flight = self._in_flight, None
-            in_flight.result()  # raises what the background write raised
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, *_):
-        try:
-            self._wait()
-        except Exception:
-            if exc_type is None:
-                raise
-        finally:
-            self._background.shutdown()
-            for writer in self._writers.values():
-                writer.close()
 
 
 class _WriteShard(beam.DoFn):

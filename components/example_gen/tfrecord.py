@@ -12,9 +12,11 @@ libraries that TFX installs).
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import shutil
 import zlib
+from collections.abc import Callable, Hashable
 
 import google_crc32c
 import numpy as np
@@ -79,6 +81,62 @@ class GzipRecordWriter:
 
     def __exit__(self, *exc_info):
         self.close()
+
+
+class PartWriters:
+    """Lazily opened gzipped TFRecord part files, one per key (a split and shard, say), named by `file_name(key)`.
+
+    Compression runs on one background thread (zlib releases the GIL), so that on a machine with
+    a second core it overlaps the encoding of the next batch. At most one batch is in flight:
+    `write_batch` waits for the previous one, which also keeps the records of each part in order.
+    `paths` maps each key written to its part file.
+    """
+
+    def __init__(self, parts_uri: str, file_name: Callable[[Hashable], str]):
+        self._parts_uri = parts_uri
+        self._file_name = file_name
+        self._writers: dict[Hashable, GzipRecordWriter] = {}
+        self._background = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="compress")
+        self._in_flight: concurrent.futures.Future | None = None
+        self.paths: dict[Hashable, str] = {}
+
+    def write_batch(self, groups: list[tuple[Hashable, pa.Array]]) -> None:
+        """Appends framed records (as `frame` returns them, or a `take` of them) to the part of their key."""
+        self._wait()
+        writers = [(self._writer(key), framed) for key, framed in groups]
+        self._in_flight = self._background.submit(lambda: [writer.write(framed) for writer, framed in writers])
+
+    def _writer(self, key: Hashable) -> GzipRecordWriter:
+        writer = self._writers.get(key)
+        if writer is None:
+            fileio.makedirs(self._parts_uri)
+            path = self.paths[key] = os.path.join(self._parts_uri, self._file_name(key))
+            writer = self._writers[key] = GzipRecordWriter(path, COMPRESSION_LEVEL)
+        return writer
+
+    def _wait(self) -> None:
+        if self._in_flight is not None:
+            in_flight, self._in_flight = self._in_flight, None
+            in_flight.result()  # raises what the background write raised
+
+    def close(self) -> None:
+        """Waits for the batch in flight (raising what its write raised), then closes every part."""
+        try:
+            self._wait()
+        finally:
+            self._background.shutdown()
+            for writer in self._writers.values():
+                writer.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *_):
+        try:
+            self.close()
+        except Exception:
+            if exc_type is None:  # else the exception that left the block is the one to see
+                raise
 
 
 def join_parts(parts: list[str], target: str) -> None:

@@ -64,7 +64,8 @@ class _WriteParts(beam.DoFn):
         self._next_shard = 0
 
     def start_bundle(self):
-        self._writers: dict[int, tuple[str, tfrecord.GzipRecordWriter]] = {}
+        bundle = uuid.uuid4().hex
+        self._parts = tfrecord.PartWriters(self._parts_uri, lambda shard: f"{shard:05d}.{bundle}.gz")
 
     def process(self, element):
         record_batch, _ = element  # (transformed batch, unary pass-through features): dtfx passes no keys through
@@ -79,19 +80,12 @@ class _WriteParts(beam.DoFn):
         framed = tfrecord.frame(pa.array(records, pa.binary()), tfrecord.data_crcs(records))
         shards = (np.arange(len(records)) + self._next_shard) % self._num_shards
         self._next_shard = int(shards[-1] + 1) % self._num_shards
-        for shard in np.unique(shards):
-            self._writer(int(shard)).write(framed.take(pa.array(np.flatnonzero(shards == shard))))
-
-    def _writer(self, shard: int) -> tfrecord.GzipRecordWriter:
-        if shard not in self._writers:
-            fileio.makedirs(self._parts_uri)
-            path = os.path.join(self._parts_uri, f"{shard:05d}.{uuid.uuid4().hex}.gz")
-            self._writers[shard] = (path, tfrecord.GzipRecordWriter(path, tfrecord.COMPRESSION_LEVEL))
-        return self._writers[shard][1]
+        self._parts.write_batch([(int(shard), framed.take(pa.array(np.flatnonzero(shards == shard))))
+                                 for shard in np.unique(shards)])
 
     def finish_bundle(self):
-        for shard, (path, writer) in self._writers.items():
-            writer.close()
+        self._parts.close()
+        for shard, path in self._parts.paths.items():
             yield window.GlobalWindows.windowed_value((shard, path))
 
 
