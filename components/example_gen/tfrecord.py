@@ -8,6 +8,9 @@ record by record, by the `google-crc32c` C extension (a dependency of the Google
 libraries that TFX installs).
 
     record = uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)
+
+Ingest and Transform both write their shards this way: each Beam bundle appends its rows to part
+files (`PartWriters`), and each shard file is its parts joined (`join_parts`).
 """
 
 from __future__ import annotations
