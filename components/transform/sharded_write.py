@@ -40,7 +40,8 @@ def parts_dir(output_path: str) -> str:
 
 
 def remove_parts(examples_uri: str) -> None:
-    """Deletes what the writes left of their parts in a transformed examples artifact (only directories remain)."""
+    """Deletes the parts directories of a transformed examples artifact, with the part files that were joined into a
+    shard (a shard of one part took that file itself)."""
     for name in fileio.listdir(examples_uri) if fileio.isdir(examples_uri) else []:
         if name.rstrip("/").startswith(PARTS_PREFIX):
             fileio.rmtree(os.path.join(examples_uri, name.rstrip("/")))
