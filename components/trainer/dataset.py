@@ -10,8 +10,9 @@ import tensorflow as tf
 # tf.data's autotuning is off and the parallelism is set here: an autotuned iterator runs a model thread, and
 # deleting the iterator waits for that thread's sleep to end, at the end of every `fit` and validation pass (see
 # compat.replica_datasets_without_autotuning, which does the same for the replicas' datasets). One parallel call per
-# core: the maps are single vectorised ops per batch.
-PARALLELISM = os.cpu_count() or 1
+# core this process may run on (as TensorFlow counts them; os.cpu_count counts the whole machine's): the maps are single
+# vectorised ops per batch.
+PARALLELISM = len(os.sched_getaffinity(0)) or 1
 PREFETCH_BATCHES = 2
 # At most this share of the machine's memory holds the cached training examples (every worker process its own).
 CACHE_MEMORY_SHARE = 0.25
