@@ -20,8 +20,9 @@ from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import trainer_pb2
 
 from dtfx.components.anomaly_gate.component import AnomalyGate
-from dtfx.components.baseline_model.component import BaselineAwareEvaluator, BaselineModel
+from dtfx.components.baseline_model.component import BaselineModel
 from dtfx.components.batch_predict.component import BatchPredict
+from dtfx.components.evaluator.component import BaselineAwareEvaluator
 from dtfx.components.example_gen.component import ShardedExampleGen
 from dtfx.components.example_gen.options import IngestOptions
 from dtfx.components.names import (

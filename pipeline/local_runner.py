@@ -123,17 +123,17 @@ def run_local(
 def _runs_beam(node, beam_args: list[str]) -> bool:
     """Whether a pipeline node's executor runs a Beam pipeline with these options.
 
-    The statistics step computes in its own process on the in-memory DirectRunner (see its executor).
+    The statistics and evaluation steps compute in their own process on the in-memory DirectRunner
+    (dtfx.components.beam_mode).
     """
     from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
 
-    from dtfx.components.statistics.executor import Executor as StatisticsExecutor
-    from dtfx.components.statistics.executor import runs_in_one_thread
+    from dtfx.components.beam_mode import ComputesWithoutBeamInOneThread, runs_in_one_thread
 
     executor_class = getattr(getattr(node, "executor_spec", None), "executor_class", None)
-    if executor_class is StatisticsExecutor and runs_in_one_thread(beam_args):
+    if not (isinstance(executor_class, type) and issubclass(executor_class, BaseBeamExecutor)):
         return False
-    return isinstance(executor_class, type) and issubclass(executor_class, BaseBeamExecutor)
+    return not (issubclass(executor_class, ComputesWithoutBeamInOneThread) and runs_in_one_thread(beam_args))
 
 
 def _why_not_pushed(config: Config, until: str | None, error: RunError | None, evaluator: Evaluation | None) -> str:

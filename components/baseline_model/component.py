@@ -8,17 +8,16 @@ writes and copies its newest complete version into its `model` output.
 Before the first push there is nothing to copy, yet a component always publishes its output
 artifact (on Kubeflow the launcher registers every declared output, whatever the executor
 reports), so `model` is then an empty Model artifact with `has_model` = 0. Stock Evaluator
-would fail on it; BaselineAwareEvaluator is stock Evaluator with an executor that treats
-that empty artifact as no baseline (see evaluator_executor).
+would fail on it; dtfx's evaluator (dtfx.components.evaluator) treats that empty artifact as
+no baseline.
 """
 
 from tfx import types
-from tfx.components import Evaluator
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from dtfx.components.baseline_model import evaluator_executor, executor
+from dtfx.components.baseline_model import executor
 
 
 class BaselineModelSpec(ComponentSpec):
@@ -51,8 +50,3 @@ class BaselineModel(base_component.BaseComponent):
             )
         )
 
-
-class BaselineAwareEvaluator(Evaluator):
-    """Stock Evaluator (same arguments and outputs) that evaluates without a baseline when BaselineModel found none."""
-
-    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(evaluator_executor.Executor)

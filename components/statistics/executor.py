@@ -1,9 +1,7 @@
 """The statistics step's executor: TFDV's statistics, computed without Beam where Beam adds nothing.
 
-On a single machine with the DirectRunner's in-memory mode (dtfx's default), a Beam pipeline runs
-on one thread, like a plain loop, and costs seconds of start-up for the same work: the pipeline's
-construction, its translation and the set-up of every bundle. This executor then feeds TFDV's own
-combiner generators (the ones TFDV's in-memory API uses) one Arrow record batch at a time and writes
+On the DirectRunner's in-memory mode (dtfx's default; see dtfx.components.beam_mode) this executor
+feeds TFDV's own combiner generators (the ones TFDV's in-memory API uses) one Arrow record batch at a time and writes
 the result where TFX's StatisticsGen writes it (`Split-<name>/FeatureStats.pb`); memory holds one
 batch and the generators' sketches, whatever the size of the data.
 
@@ -22,7 +20,6 @@ import os
 from typing import Any
 
 import tensorflow_data_validation as tfdv
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from tensorflow_data_validation.statistics import stats_impl
 from tfx import types
 from tfx.components.statistics_gen import executor as tfx_statistics
@@ -31,10 +28,12 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils
 from tfx_bsl.tfxio import dataset_options
 
+from dtfx.components.beam_mode import ComputesWithoutBeamInOneThread, runs_in_one_thread
+
 BATCH_SIZE = 1000  # rows per Arrow record batch; TFDV's Beam path batches by the same order of rows
 
 
-class Executor(tfx_statistics.Executor):
+class Executor(ComputesWithoutBeamInOneThread, tfx_statistics.Executor):
     """TFX's StatisticsGen executor; on the DirectRunner's in-memory mode, computed in this process."""
 
     def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],  # noqa: N802
@@ -64,14 +63,6 @@ class Executor(tfx_statistics.Executor):
             output_dir = artifact_utils.get_split_uri([statistics], split)
             io_utils.write_bytes_file(os.path.join(output_dir, tfx_statistics.DEFAULT_FILE_NAME),
                                       result.SerializeToString())
-
-
-def runs_in_one_thread(beam_args: list[str]) -> bool:
-    """Whether the Beam options select the DirectRunner's in-memory mode (or leave the runner unset)."""
-    options = PipelineOptions(beam_args)
-    runner = options.view_as(StandardOptions).runner or "DirectRunner"
-    mode = options.view_as(DirectOptions).direct_running_mode or "in_memory"
-    return runner.rpartition(".")[2] in ("DirectRunner", "BundleBasedDirectRunner") and mode == "in_memory"
 
 
 def split_statistics(tfxio, options: tfdv.StatsOptions):
