@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -144,13 +143,13 @@ def _load(spec: tfma.ModelSpec, path: str, metrics: dict[str, str]) -> _Model:
                   wants_errors=bool(set(metrics.values()) & _NEEDS_ERRORS))
 
 
-def _batches(example_files: list[str]) -> Iterable[tf.Tensor]:
-    """The serialized examples of the files, BATCH_SIZE at a time; gzipped files are read as such."""
-    datasets = [tf.data.TFRecordDataset(path, compression_type="GZIP" if path.endswith(".gz") else "")
-                for path in example_files]
-    if not datasets:
-        return []
-    return functools.reduce(lambda first, second: first.concatenate(second), datasets).batch(BATCH_SIZE).prefetch(1)
+def _batches(example_files: list[str]) -> tf.data.Dataset:
+    """The serialized examples of the files, BATCH_SIZE at a time; gzipped files (ingest's) are read as such."""
+    gzipped = [path for path in example_files if path.endswith(".gz")]
+    plain = [path for path in example_files if not path.endswith(".gz")]
+    datasets = [tf.data.TFRecordDataset(files, compression_type=compression)
+                for files, compression in ((gzipped, "GZIP"), (plain, "")) if files]
+    return functools.reduce(tf.data.Dataset.concatenate, datasets).batch(BATCH_SIZE).prefetch(1)
 
 
 def _call(signature, serialized: tf.Tensor) -> dict[str, tf.Tensor]:

@@ -72,12 +72,15 @@ class Executor(ComputesWithoutBeamInOneThread, evaluator_executor.Executor):
         eval_config = _eval_config(exec_properties, has_baseline=baseline is not None)
         model_paths = {spec.name: _serving_path(baseline if spec.is_baseline else candidate)
                        for spec in eval_config.model_specs}
-        files = _example_files(input_dict[standard_component_specs.EXAMPLES_KEY], exec_properties)
+        patterns = _split_patterns(input_dict[standard_component_specs.EXAMPLES_KEY], exec_properties)
+        files = [path for pattern in patterns for path in sorted(fileio.glob(pattern))]
+        if not files:
+            raise ValueError(f"no examples to evaluate: nothing matches {', '.join(patterns)}")
         logging.info("Evaluating %s on %d files in this process (no Beam pipeline).", model_paths, len(files))
         metrics = batched_metrics.compute(eval_config, model_paths, files)
         validation = tfma_files.validate(eval_config, metrics)
         output_uri = artifact_utils.get_single_uri(output_dict[constants.EVALUATION_KEY])
-        tfma_files.write(output_uri, eval_config, metrics, validation, model_paths, ",".join(files))
+        tfma_files.write(output_uri, eval_config, metrics, validation, model_paths, ",".join(patterns))
         logging.info("Evaluation complete. Results written to %s.", output_uri)
         if not tfma.metrics.metric_thresholds_from_metrics_specs(eval_config.metrics_specs, eval_config=eval_config):
             logging.info("No threshold configured, will not validate model.")  # and, as stock, no blessing
@@ -100,16 +103,11 @@ def _serving_path(model: types.Artifact) -> str:
     return path_utils.serving_model_path(model.uri, path_utils.is_old_model_artifact(model))
 
 
-def _example_files(examples: list[types.Artifact], exec_properties: dict[str, Any]) -> list[str]:
-    """The files of the splits to evaluate (`example_splits`; stock's default is the eval split)."""
+def _split_patterns(examples: list[types.Artifact], exec_properties: dict[str, Any]) -> list[str]:
+    """The file patterns of the splits to evaluate (`example_splits`; stock's default is the eval split)."""
     splits = json_utils.loads(exec_properties.get(standard_component_specs.EXAMPLE_SPLITS_KEY) or "null") or ["eval"]
-    files = []
-    for split in splits:
-        for split_uri in artifact_utils.get_split_uris(examples, split):
-            files += sorted(fileio.glob(io_utils.all_files_pattern(split_uri)))
-    if not files:
-        raise ValueError(f"no examples to evaluate: split(s) {', '.join(splits)} of {examples[0].uri} hold no files")
-    return files
+    return [io_utils.all_files_pattern(split_uri)
+            for split in splits for split_uri in artifact_utils.get_split_uris(examples, split)]
 
 
 def _bless(blessing: types.Artifact, candidate: types.Artifact, baseline: types.Artifact | None, blessed: bool,

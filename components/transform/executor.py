@@ -9,7 +9,7 @@ time and without holding the split in memory (see sharded_write).
 
 TFX builds that write in `TransformProcessor._EncodeAndWrite`, which `Executor.Do` reaches through
 a TransformProcessor it makes itself; while Do runs, the module's TransformProcessor is this
-subclass, whose only change is the shard count of the TFRecord write.
+subclass, whose changes are the shard count of the TFRecord write and the rows per batch (BATCH_SIZE).
 
 The builder asks for TF Transform's TF1 graph mode (faster: the preprocessing function is traced
 once). A TF1 transform graph's signature takes the raw columns under their own names, which
@@ -34,6 +34,11 @@ from tfx.utils import io_utils
 from dtfx.components.transform import sharded_write
 from dtfx.components.transform.options import TransformOptions
 
+# Rows per record batch that TF Transform's analysis and transform passes feed to TensorFlow, where TFX leaves Beam
+# to grow batches up to 1,000 rows: bigger batches pay each session run's fixed cost less often (300,000 taxi rows:
+# Transform 27.8-28.1 s against 30.9-32.4 s). Not with image features, whose batches would hold that many images.
+BATCH_SIZE = 8192
+
 
 class Executor(tfx_transform.Executor):
     """TFX's Transform executor; the transformed examples of each split are `num_shards` gzipped TFRecord files."""
@@ -49,7 +54,7 @@ class Executor(tfx_transform.Executor):
                 logging.info("Transform in TF2 mode: in TF1 graph mode, columns %s would share parameter names",
                              ", ".join(map(repr, colliding)))
                 exec_properties = {**exec_properties, graph_mode: 0}
-        with _writing_shards(options.num_shards):
+        with _sharded_processor(options.num_shards, None if options.images else BATCH_SIZE):
             super().Do(input_dict, output_dict, exec_properties)
         for examples in output_dict.get(standard_component_specs.TRANSFORMED_EXAMPLES_KEY, []):
             sharded_write.remove_parts(examples.uri)
@@ -65,13 +70,17 @@ def colliding_parameter_names(columns: Iterable[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def _writing_shards(num_shards: int) -> Iterator[None]:
+def _sharded_processor(num_shards: int, batch_size: int | None) -> Iterator[None]:
     class ShardedProcessor(tfx_transform.TransformProcessor):
         def _EncodeAndWrite(self, schema, file_format, output_path):  # noqa: N802 (TFX's name)
             if file_format != labels.FORMAT_TFRECORD:
                 return tfx_transform.TransformProcessor._EncodeAndWrite(
                     schema=schema, file_format=file_format, output_path=output_path)
             return sharded_write.write_examples(schema=schema, output_path=output_path, num_shards=num_shards)
+
+        def _GetDesiredBatchSize(self, data_format, schema):  # noqa: N802 (TFX's name)
+            stock = super()._GetDesiredBatchSize(data_format, schema)
+            return stock if stock is not None or batch_size is None else batch_size
 
     with mock.patch.object(tfx_transform, "TransformProcessor", ShardedProcessor):
         yield

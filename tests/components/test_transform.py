@@ -84,3 +84,21 @@ def test_the_sharded_write_deals_every_row_once_to_its_shards_and_leaves_no_part
     assert all(shard == sorted(shard) for shard in shards) and all(7 <= len(shard) <= 8 for shard in shards)
     eval_shards = [rows(path) for path in sorted((output / "Split-eval").iterdir())]
     assert sorted(len(shard) for shard in eval_shards) == [0, 0, 1]  # empty shards are valid files too
+
+
+@pytest.mark.parametrize("batch_size, data_format, expected", [
+    (8192, "FORMAT_TF_EXAMPLE", 8192),  # tabular data: bigger batches than Beam's adaptive at most 1,000
+    (None, "FORMAT_TF_EXAMPLE", None),  # image features: TFX's choice
+    (8192, "FORMAT_TF_SEQUENCE_EXAMPLE", 1),  # TFX needs one record a batch there: that stays
+])
+def test_transform_batches_rows_as_dtfx_sets_only_where_tfx_leaves_it_open(batch_size, data_format, expected):
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tfx.components.transform import executor as tfx_transform
+    from tfx.proto import example_gen_pb2
+
+    from dtfx.components.transform.executor import _sharded_processor
+
+    with _sharded_processor(num_shards=4, batch_size=batch_size):
+        processor = tfx_transform.TransformProcessor()
+        chosen = processor._GetDesiredBatchSize(getattr(example_gen_pb2, data_format), schema_pb2.Schema())
+    assert chosen == expected
