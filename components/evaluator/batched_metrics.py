@@ -21,7 +21,10 @@ import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.metrics import metric_types
 
-BATCH_SIZE = 4096  # serialized examples per signature call: big enough that a call's fixed cost is spread thin
+# Examples per signature call: up to MAX_BATCH (a call's fixed cost spread thin), fewer where the examples are big
+# (images), so that a batch holds about BATCH_BYTES of serialized examples.
+MAX_BATCH = 4096
+BATCH_BYTES = 4 << 20
 
 
 @dataclass
@@ -144,12 +147,15 @@ def _load(spec: tfma.ModelSpec, path: str, metrics: dict[str, str]) -> _Model:
 
 
 def _batches(example_files: list[str]) -> tf.data.Dataset:
-    """The serialized examples of the files, BATCH_SIZE at a time; gzipped files (ingest's) are read as such."""
+    """The serialized examples of the files in batches (see MAX_BATCH); gzipped files (ingest's) are read as such."""
     gzipped = [path for path in example_files if path.endswith(".gz")]
     plain = [path for path in example_files if not path.endswith(".gz")]
     datasets = [tf.data.TFRecordDataset(files, compression_type=compression)
                 for files, compression in ((gzipped, "GZIP"), (plain, "")) if files]
-    return functools.reduce(tf.data.Dataset.concatenate, datasets).batch(BATCH_SIZE).prefetch(1)
+    examples = functools.reduce(tf.data.Dataset.concatenate, datasets)
+    first = next(iter(examples.take(1)), None)
+    size = len(first.numpy()) if first is not None else 1
+    return examples.batch(max(1, min(MAX_BATCH, BATCH_BYTES // size))).prefetch(1)
 
 
 def _call(signature, serialized: tf.Tensor) -> dict[str, tf.Tensor]:

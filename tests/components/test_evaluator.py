@@ -302,3 +302,12 @@ def test_a_missing_prediction_output_is_named(tmp_path, regression):
 
     with pytest.raises(ValueError, match="has no output 'probabilities' \\(it has: predictions\\)"):
         evaluate(IN_PROCESS, regression["examples"], regression["perfect"], baseline, tmp_path, config)
+
+
+def test_large_examples_are_evaluated_in_smaller_batches(tmp_path):
+    """Images: a batch holds about BATCH_BYTES of serialized examples, not MAX_BATCH of them."""
+    path = str(tmp_path / "big.gz")
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for _ in range(10):
+            writer.write(b"x" * (batched_metrics.BATCH_BYTES // 4))
+    assert [len(batch) for batch in batched_metrics._batches([path])] == [4, 4, 2]
