@@ -33,8 +33,11 @@ class _Sums:
 
     examples: int = 0
     correct: float = 0.0  # examples whose highest-scored class is the label
+    # Errors (prediction - label) that are numbers: a missing label is NaN after Transform.
+    errors: int = 0
     squared_error: float = 0.0
     absolute_error: float = 0.0
+    nan_errors: int = 0
 
 
 def _example_count(sums: _Sums) -> float:
@@ -45,12 +48,19 @@ def _accuracy(sums: _Sums) -> float:
     return sums.correct / sums.examples if sums.examples else float("nan")
 
 
+# TFMA's own mean squared and absolute errors leave out the examples whose error is NaN; Keras' root mean squared
+# error, which TFMA runs for RootMeanSquaredError, does not, so one NaN makes it NaN. Both kept as TFMA has them, so
+# that every runner gives the same figures.
 def _mean_squared_error(sums: _Sums) -> float:
-    return sums.squared_error / sums.examples if sums.examples else float("nan")
+    return sums.squared_error / sums.errors if sums.errors else float("nan")
 
 
 def _mean_absolute_error(sums: _Sums) -> float:
-    return sums.absolute_error / sums.examples if sums.examples else float("nan")
+    return sums.absolute_error / sums.errors if sums.errors else float("nan")
+
+
+def _root_mean_squared_error(sums: _Sums) -> float:
+    return float("nan") if sums.nan_errors else float(np.sqrt(_mean_squared_error(sums)))
 
 
 # TFMA's metric class names (as registry.metrics gives them to the EvalConfig) -> the value from the sums.
@@ -59,7 +69,7 @@ METRIC_VALUES = {
     "SparseCategoricalAccuracy": _accuracy,
     "MeanSquaredError": _mean_squared_error,
     "MeanAbsoluteError": _mean_absolute_error,
-    "RootMeanSquaredError": lambda sums: float(np.sqrt(_mean_squared_error(sums))),
+    "RootMeanSquaredError": _root_mean_squared_error,
 }
 _NEEDS_CLASS_SCORES = {"SparseCategoricalAccuracy"}
 _NEEDS_ERRORS = {"MeanSquaredError", "MeanAbsoluteError", "RootMeanSquaredError"}
@@ -182,14 +192,17 @@ def _add_batch(model: _Model, serialized: tf.Tensor) -> None:
         model.sums.correct += float(np.sum(np.argmax(scores, axis=-1) == labels))
     if model.wants_errors:
         errors = _one_per_example(outputs[spec.prediction_key], f"prediction {spec.prediction_key!r}") - labels
-        model.sums.squared_error += float(np.sum(np.square(errors, dtype=np.float64)))
-        model.sums.absolute_error += float(np.sum(np.abs(errors), dtype=np.float64))
+        numbers = errors[~np.isnan(errors)]
+        model.sums.errors += len(numbers)
+        model.sums.nan_errors += len(errors) - len(numbers)
+        model.sums.squared_error += float(np.sum(np.square(numbers)))
+        model.sums.absolute_error += float(np.sum(np.abs(numbers)))
 
 
 def _one_per_example(tensor, what: str) -> np.ndarray:
     """A [batch] float64 array from a [batch], [batch, 1] or sparse tensor of one value per example."""
-    if isinstance(tensor, tf.SparseTensor):
-        tensor = tf.sparse.to_dense(tensor)
+    if isinstance(tensor, tf.SparseTensor):  # a raw feature: an example without it has no value, NaN here
+        tensor = tf.sparse.to_dense(tf.cast(tensor, tf.float64), default_value=float("nan"))
     values = tensor.numpy().astype(np.float64)
     if values.ndim > 1 and values.shape[1:] != (1,) * (values.ndim - 1):
         raise ValueError(f"{what} has {values[0].size} values per example; the evaluation needs one")

@@ -58,7 +58,7 @@ class _Classifier(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def transform_features(self, serialized):
-        species = tf.io.parse_example(serialized, {"species": tf.io.FixedLenFeature([], tf.string)})["species"]
+        species = tf.io.parse_example(serialized, {"species": tf.io.FixedLenFeature([], tf.string, "")})["species"]
         return {"species_xf": self.table.lookup(species)}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
@@ -66,6 +66,15 @@ class _Classifier(tf.Module):
         x = tf.io.parse_example(serialized, {"x": tf.io.FixedLenFeature([], tf.float32)})["x"]
         top = (tf.cast(x, tf.int64) + self.shift) % len(CLASSES)
         return {"scores": tf.one_hot(top, len(CLASSES)) * 0.8 + 0.1}
+
+
+class _ShiftAfterTransform(_Shift):
+    """Regression as the Trainer saves it: `transform_features` gives the label y_xf, NaN where y is missing."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def transform_features(self, serialized):
+        y = tf.io.parse_example(serialized, {"y": tf.io.VarLenFeature(tf.float32)})["y"]
+        return {"y_xf": tf.reshape(tf.sparse.to_dense(y, default_value=float("nan")), [-1])}
 
 
 def model_artifact(root: Path, module: tf.Module):
@@ -109,10 +118,12 @@ def regression(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def classification(tmp_path_factory):
-    """30 examples whose species is class x mod 3, except every fifth (6 of 30): the unshifted model's accuracy is
-    0.8; the shifted one's is 0.2."""
+    """30 examples whose species is class x mod 3, except every fifth (6 of 30), and 4 without a species (class -1
+    after the model's preprocessing, as Transform makes a missing label): the unshifted model's accuracy is 20/30,
+    the shifted one's 6/30."""
     root = tmp_path_factory.mktemp("classification")
-    rows = [{"x": float(i), "species": CLASSES[(i + (i % 5 == 0)) % 3]} for i in range(30)]
+    rows = [{"x": float(i)} if i % 7 == 2 else {"x": float(i), "species": CLASSES[(i + (i % 5 == 0)) % 3]}
+            for i in range(30)]
     return {
         "examples": examples_artifact(root / "examples", rows),
         "right": model_artifact(root / "right", _Classifier(0)),
@@ -252,13 +263,38 @@ def test_both_paths_write_the_same_evaluation(tmp_path, classification):
     for key, value in in_process[0].items():
         assert math.isclose(value, tfma_on_beam[0][key], rel_tol=1e-6, abs_tol=1e-9), key
     assert in_process[1:] == tfma_on_beam[1:]
-    assert in_process[0][("accuracy", "candidate", False)] == pytest.approx(0.2)
-    assert in_process[0][("accuracy", "baseline", False)] == pytest.approx(0.8)
+    assert in_process[0][("accuracy", "candidate", False)] == pytest.approx(6 / 30)
+    assert in_process[0][("accuracy", "baseline", False)] == pytest.approx(20 / 30)
     assert in_process[0][("example_count", "candidate", False)] == 30
-    assert [name for name, *_ in in_process[1]] == ["accuracy", "accuracy"]  # below 0.5, and 0.6 below the baseline
+    assert [name for name, *_ in in_process[1]] == ["accuracy", "accuracy"]  # below 0.5, and far below the baseline
     assert in_process[3] == 0
     # TFMA's own reader of a whole evaluation (what its notebook views start from) reads it too.
     assert tfma.load_eval_result(str(tmp_path / "in_process" / "evaluation")).slicing_metrics
+
+
+def test_missing_labels_count_as_tfma_counts_them(tmp_path):
+    """TFMA's mean squared and absolute errors leave out examples without a label; Keras' root mean squared error
+    (TFMA runs it for root_mean_squared_error) becomes NaN: both paths give exactly that."""
+    rows = [{"x": float(i), "y": float(i)} if i % 4 else {"x": float(i)} for i in range(20)]
+    examples = examples_artifact(tmp_path / "examples", rows)
+    model = model_artifact(tmp_path / "model", _ShiftAfterTransform(1.0))
+    config = regression_config()
+    config.model_specs[0].label_key = "y_xf"
+    config.model_specs[0].preprocessing_function_names.append("transform_features")
+    results = {}
+    for name, beam_args in (("in_process", IN_PROCESS), ("tfma", TFMA_ON_BEAM)):
+        baseline = find_baseline(tmp_path / name / "serving", tmp_path / name / "baseline")
+        uri, blessing, _ = evaluate(beam_args, examples, model, baseline, tmp_path / name, config)
+        results[name] = (metric_values(uri), blessing.get_int_custom_property("blessed"))
+
+    values, blessed = results["in_process"]
+    assert values[("mean_squared_error", "", False)] == values[("mean_absolute_error", "", False)] == 1.0
+    assert math.isnan(values[("root_mean_squared_error", "", False)])
+    assert values[("example_count", "", False)] == 20 and blessed == 1
+    tfma_values, tfma_blessed = results["tfma"]
+    assert tfma_values.keys() == values.keys() and tfma_blessed == blessed
+    for key, value in values.items():
+        assert math.isclose(value, tfma_values[key]) or (math.isnan(value) and math.isnan(tfma_values[key])), key
 
 
 @pytest.mark.parametrize("task", TASKS)
