@@ -203,17 +203,19 @@ def _one_per_example(tensor, what: str) -> np.ndarray:
     """A [batch] float64 array from a [batch], [batch, 1] or sparse tensor of one value per example."""
     if isinstance(tensor, tf.SparseTensor):  # a raw feature: an example without it has no value, NaN here
         tensor = tf.sparse.to_dense(tf.cast(tensor, tf.float64), default_value=float("nan"))
-    values = tensor.numpy().astype(np.float64)
+    values = np.asarray(tensor).astype(np.float64)
     if values.ndim > 1 and values.shape[1:] != (1,) * (values.ndim - 1):
         raise ValueError(f"{what} has {values[0].size} values per example; the evaluation needs one")
     return values.reshape(values.shape[0])
 
 
-def _raw_feature(serialized: tf.Tensor, name: str) -> tf.Tensor:
-    """Feature `name` of the raw examples, for a model without a preprocessing signature (the label as stored)."""
-    example = tf.train.Example.FromString(serialized[0].numpy())
-    if name not in example.features.feature:
-        raise ValueError(f"the eval examples have no feature {name!r} for the label")
-    kind = example.features.feature[name].WhichOneof("kind")
-    dtype = {"float_list": tf.float32, "int64_list": tf.int64, "bytes_list": tf.string}[kind]
-    return tf.io.parse_example(serialized, {name: tf.io.VarLenFeature(dtype)})[name]
+def _raw_feature(serialized: tf.Tensor, name: str) -> tf.SparseTensor | np.ndarray:
+    """Feature `name` of the raw examples, for a model without a preprocessing signature (the label as stored);
+    all NaN when no example of the batch has it."""
+    kinds = {"float_list": tf.float32, "int64_list": tf.int64, "bytes_list": tf.string}
+    for record in serialized.numpy():
+        feature = tf.train.Example.FromString(record).features.feature
+        if name in feature:
+            spec = {name: tf.io.VarLenFeature(kinds[feature[name].WhichOneof("kind")])}
+            return tf.io.parse_example(serialized, spec)[name]
+    return np.full(len(serialized), np.nan)
