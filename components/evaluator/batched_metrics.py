@@ -191,7 +191,7 @@ def _add_batch(model: _Model, serialized: tf.Tensor) -> None:
         scores = predictions.reshape(len(labels), -1)
         model.sums.correct += float(np.sum(np.argmax(scores, axis=-1) == labels))
     if model.wants_errors:
-        errors = _one_per_example(outputs[spec.prediction_key], f"prediction {spec.prediction_key!r}") - labels
+        errors = _one_per_example(predictions, f"prediction {spec.prediction_key!r}") - labels
         numbers = errors[~np.isnan(errors)]
         model.sums.errors += len(numbers)
         model.sums.nan_errors += len(errors) - len(numbers)
@@ -200,7 +200,8 @@ def _add_batch(model: _Model, serialized: tf.Tensor) -> None:
 
 
 def _one_per_example(tensor, what: str) -> np.ndarray:
-    """A [batch] float64 array from a [batch], [batch, 1] or sparse tensor of one value per example."""
+    """A [batch] float64 array from a [batch] or [batch, 1] tensor or array, or a sparse tensor, of one value per
+    example."""
     if isinstance(tensor, tf.SparseTensor):  # a raw feature: an example without it has no value, NaN here
         tensor = tf.sparse.to_dense(tf.cast(tensor, tf.float64), default_value=float("nan"))
     values = np.asarray(tensor).astype(np.float64)

@@ -45,17 +45,20 @@ class Executor(ComputesWithoutBeamInOneThread, evaluator_executor.Executor):
         if baselines and not contains_model(baselines[0]):
             logging.info("Baseline model %s is empty (nothing pushed yet): evaluating without a baseline.", baselines[0].uri)
             input_dict = {key: value for key, value in input_dict.items() if key != BASELINE_MODEL_KEY}
-        reason = self._why_tfma_pipeline(input_dict, exec_properties)
+        eval_config = None
+        if exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY):
+            eval_config = _eval_config(exec_properties, has_baseline=bool(input_dict.get(BASELINE_MODEL_KEY)))
+        reason = self._why_tfma_pipeline(input_dict, exec_properties, eval_config)
         if reason:
             logging.info("Evaluating with TFMA's Beam pipeline: %s.", reason)
             super().Do(input_dict, output_dict, exec_properties)
             return
-        self._evaluate_in_process(input_dict, output_dict, exec_properties)
+        self._evaluate_in_process(input_dict, output_dict, exec_properties, eval_config)
 
-    def _why_tfma_pipeline(self, input_dict, exec_properties) -> str:
+    def _why_tfma_pipeline(self, input_dict, exec_properties, eval_config: tfma.EvalConfig | None) -> str:
         if not runs_in_one_thread(self._beam_pipeline_args or []):
             return "the Beam runner spreads the work"
-        if not exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY):
+        if eval_config is None:
             return "no eval_config"
         asked = [key for key in _USER_CODE_PROPERTIES if exec_properties.get(key)]
         if json_utils.loads(exec_properties.get(standard_component_specs.FAIRNESS_INDICATOR_THRESHOLDS_KEY) or "null"):
@@ -64,12 +67,11 @@ class Executor(ComputesWithoutBeamInOneThread, evaluator_executor.Executor):
             return f"{', '.join(asked)} set"
         if standard_component_specs.MODEL_KEY not in input_dict:
             return "no model (predictions read from the examples)"
-        return batched_metrics.unsupported(_eval_config(exec_properties, has_baseline=bool(input_dict.get(BASELINE_MODEL_KEY))))
+        return batched_metrics.unsupported(eval_config)
 
-    def _evaluate_in_process(self, input_dict, output_dict, exec_properties) -> None:
+    def _evaluate_in_process(self, input_dict, output_dict, exec_properties, eval_config: tfma.EvalConfig) -> None:
         candidate = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
         baseline = (input_dict.get(BASELINE_MODEL_KEY) or [None])[0]
-        eval_config = _eval_config(exec_properties, has_baseline=baseline is not None)
         model_paths = {spec.name: _serving_path(baseline if spec.is_baseline else candidate)
                        for spec in eval_config.model_specs}
         patterns = _split_patterns(input_dict[standard_component_specs.EXAMPLES_KEY], exec_properties)
