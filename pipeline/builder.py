@@ -110,6 +110,9 @@ def build_pipeline(
             # TF Transform's TF1 graph mode traces the preprocessing function once instead of several times: the
             # stage takes about a third less on small data, and the transform graph serves the same in TF2.
             force_tf_compat_v1=True,
+            # Nothing reads TF Transform's analyzer cache (it serves incremental analysis over spans): writing it
+            # took about a third of the stage on small data (penguins: 4.0-4.7 s without, 5.9-6.3 s with).
+            disable_analyzer_cache=True,
         ),
     )
     trainer = add(
