@@ -142,9 +142,9 @@ def setup_tensorflow(args: argparse.Namespace) -> None:
     if args.inter_op_threads:
         tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     if not args.convert_tf_keras:
-        from dtfx.components.compat import exempt_tf_keras_from_autograph
+        from dtfx.components.compat import exempt_traceable_libraries_from_autograph
 
-        exempt_tf_keras_from_autograph()
+        exempt_traceable_libraries_from_autograph()
     devices = tf.config.list_logical_devices("CPU")
     intra, inter = tf.config.threading.get_intra_op_parallelism_threads(), tf.config.threading.get_inter_op_parallelism_threads()
     print(

@@ -32,27 +32,31 @@ def test_tf_keras_is_chosen_and_tensorflow_alone_would_give_keras_3():
     assert chosen == "tf_keras"
 
 
-def test_autograph_converts_tf_keras_unless_exempted():
-    # Still needed: the pinned TensorFlow exempts `keras` from AutoGraph but not `tf_keras`.
+def test_autograph_converts_tf_keras_and_tft_unless_exempted():
+    # Still needed: the pinned TensorFlow exempts `keras` from AutoGraph but not `tf_keras` or TensorFlow Transform.
     rules = fresh_python(
         "from tensorflow.python.autograph.core import config as c; print([str(r) for r in c.CONVERSION_RULES])"
     )
     assert "DoNotConvert rule for keras" in rules and "DoNotConvert rule for tf_keras" not in rules
+    assert "tensorflow_transform" not in rules
 
 
-def test_tf_keras_is_exempt_once_and_user_layers_are_still_converted():
+def test_tf_keras_and_tft_are_exempt_once_and_user_layers_are_still_converted():
     import numpy as np
     import tensorflow as tf
+    import tensorflow_transform as tft
     import tf_keras as keras
     from tensorflow.python.autograph.core import config as autograph_config
     from tensorflow.python.autograph.impl import conversion
 
-    from dtfx.components.compat import exempt_tf_keras_from_autograph
+    from dtfx.components.compat import exempt_traceable_libraries_from_autograph
 
-    exempt_tf_keras_from_autograph()
-    exempt_tf_keras_from_autograph()
-    assert sum(str(rule) == "DoNotConvert rule for tf_keras" for rule in autograph_config.CONVERSION_RULES) == 1
+    exempt_traceable_libraries_from_autograph()
+    exempt_traceable_libraries_from_autograph()
+    rules = [str(rule) for rule in autograph_config.CONVERSION_RULES]
+    assert rules.count("DoNotConvert rule for tf_keras") == rules.count("DoNotConvert rule for tensorflow_transform") == 1
     assert conversion.is_allowlisted(keras.Model.train_step)
+    assert conversion.is_allowlisted(tft.TFTransformOutput.transform_features_layer)
 
     class SignGate(keras.layers.Layer):
         """Python `if` on a tensor: only runs inside `fit` if AutoGraph converts this `call`."""
