@@ -100,12 +100,9 @@ def _as_string(x):
 
 def _standardise(x):
     """z-score with the mean and variance of the present values; a missing value becomes 0."""
-    values = _as_float(x)
-    mean = tft.mean(values)
-    std = tf.sqrt(tft.var(values))
-    dense = _dense(values, float("nan"))
-    filled = tf.where(tf.math.is_nan(dense), mean, dense)
-    return (filled - mean) / tf.where(std > 0, std, tf.ones_like(std))
+    # One analyzer for both moments (tft.mean and tft.var would be two, each its own Beam combine).
+    scores = _dense(tft.scale_to_z_score(_as_float(x)), float("nan"))
+    return tf.where(tf.math.is_nan(scores), tf.zeros_like(scores), scores)
 
 
 def _dense_strings(x):

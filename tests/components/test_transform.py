@@ -17,6 +17,35 @@ def test_columns_whose_names_tft_would_sanitise_alike_get_distinct_vocabulary_fi
     assert vocabulary_filename("island").startswith("vocabulary_island_")
 
 
+def test_numbers_are_z_scored_over_the_present_values_and_a_missing_value_becomes_zero(tmp_path):
+    """A column with missing values, one with a single value (variance 0): what the model is given for each row."""
+    import math
+
+    import tensorflow as tf
+    import tensorflow_transform.beam as tft_beam
+    from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+
+    from dtfx.components.transform.options import TransformOptions
+    from dtfx.components.transform.preprocessing import preprocessing_fn
+
+    rows = [{"x": [1.0], "flat": [2.0], "y": ["a"]}, {"x": [], "flat": [2.0], "y": ["b"]},
+            {"x": [3.0], "flat": [], "y": ["a"]}, {"x": [float("nan")], "flat": [2.0], "y": ["a"]},
+            {"x": [8.0], "flat": [2.0], "y": ["b"]}]
+    spec = {"x": tf.io.VarLenFeature(tf.float32), "flat": tf.io.VarLenFeature(tf.float32),
+            "y": tf.io.VarLenFeature(tf.string)}
+    options = TransformOptions(label="y", task="classification", numeric=["x", "flat"], categorical=[], oov_buckets=1,
+                               images=[], texts=[], num_shards=1).to_dict()
+    with tft_beam.Context(temp_dir=str(tmp_path), force_tf_compat_v1=True):
+        (transformed, _), _ = (rows, dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(spec))) | (
+            tft_beam.AnalyzeAndTransformDataset(lambda inputs: preprocessing_fn(inputs, options)))
+    mean = (1.0 + 3.0 + 8.0) / 3
+    std = math.sqrt(((1.0 - mean) ** 2 + (3.0 - mean) ** 2 + (8.0 - mean) ** 2) / 3)
+    assert [row["x_xf"] for row in transformed] == pytest.approx([(1.0 - mean) / std, 0.0, (3.0 - mean) / std, 0.0,
+                                                                 (8.0 - mean) / std], rel=1e-5)
+    assert [row["flat_xf"] for row in transformed] == [0.0] * 5
+    assert [row["y_xf"] for row in transformed] == [0, 1, 0, 0, 1]
+
+
 @pytest.mark.slow
 def test_transformed_examples_are_sharded_like_the_ingested_ones(penguins_transform):
     """Each split is data.sharding.num_shards files (4 in the shipped config), every row once: the unit of data
