@@ -18,7 +18,7 @@ import json
 import runpy
 import sys
 
-from dtfx.components import kfp_executor_input, run_parameters
+from dtfx.components import garbage_collection, kfp_executor_input, run_parameters
 from dtfx.components.compat import skip_tfx_sdist
 
 TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> None:
         print("\n".join(["dtfx: the run parameters of this step are not valid:", *problems]), file=sys.stderr)
         raise SystemExit(2)
     skip_tfx_sdist()
+    garbage_collection.collect_less_often()
     sys.argv = [TFX_ENTRYPOINT, *prepared.argv]
     try:
         runpy.run_module(TFX_ENTRYPOINT, run_name="__main__", alter_sys=True)

@@ -13,6 +13,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from dtfx.components import garbage_collection
 from dtfx.components.compat import bind_grpc_servers_to_loopback, skip_tfx_sdist, watch_launches
 from dtfx.pipeline import artifact_check, data_source, layout, run_lock
 from dtfx.pipeline.beam_args import masked, runner_name
@@ -48,6 +49,7 @@ def run_local(
     log_path = os.path.join(run_dir, layout.LOG_FILE)
     started = time.time()
     error = None
+    garbage_collection.collect_less_often()
     # TensorFlow and friends print at import time too, so they are imported inside the redirection.
     with stack:
         terminal = stack.enter_context(_logs_to(log_path, verbose))
@@ -62,6 +64,7 @@ def run_local(
         from dtfx.pipeline.builder import build_pipeline
         from dtfx.pipeline.metadata_reader import read_run
 
+        garbage_collection.freeze_imported_objects()
         connection = metadata.sqlite_metadata_connection_config(layout.metadata_path(config))
         pipeline = build_pipeline(config, until, metadata_connection_config=connection,
                                   predict_data_version=data_source.files_version(config.predict.data) if config.predict else "")

@@ -1,0 +1,33 @@
+"""How often Python's cycle collector runs in a pipeline process: less often than Python's defaults.
+
+TensorFlow, TFX, Beam and TFMA leave about 600,000 objects behind their imports, and Python's defaults (a
+collection every 700 allocations of tracked objects; every 100th one a full collection that walks every object)
+made the collector a seventh of a small run: penguins, cache off, 2.2-2.6 s of 15-20 s in collections, of which
+1.6-1.9 s in nine full ones. With the settings below: 0.4-0.6 s. Memory does not grow: garbage in reference cycles
+is still collected, a little later.
+"""
+
+from __future__ import annotations
+
+import gc
+
+# Allocations between two collections of the youngest generation (Python's default: 700). The older generations keep
+# Python's factors (10 and 10).
+YOUNG_COLLECTION_EVERY = 10_000
+
+
+def collect_less_often() -> None:
+    """Sets the collector's thresholds for a process that imports the TensorFlow stack and runs pipeline steps."""
+    gc.set_threshold(YOUNG_COLLECTION_EVERY, 10, 10)
+
+
+def freeze_imported_objects() -> None:
+    """Puts every object alive now out of the collector's sight: call once the libraries are imported.
+
+    What imports make (modules, classes, functions) lives as long as the process, so walking it at every full
+    collection is wasted work. Garbage alive now is never collected after this; after the imports there is little.
+    Only the first call in a process freezes: a later one (a second run in the same process) would freeze what the
+    first run left to collect.
+    """
+    if not gc.get_freeze_count():
+        gc.freeze()
