@@ -100,6 +100,8 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
     else:
         train_data = train_dataset(options.seed)
     eval_data = dataset.make_dataset(fn_args.eval_files, feature_spec, label_key, task, batch_size, num_workers=workers)
+    if not coordinated:  # under a coordinator, Keras schedules evaluation on the workers itself
+        eval_data = dataset.evaluation_data(eval_data, fn_args.eval_steps, strategy)
 
     with strategy.scope():
         network = inputs.build_model(options)
