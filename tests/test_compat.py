@@ -209,3 +209,35 @@ def test_replica_datasets_autotune_unless_dtfx_turns_it_off():
     assert fresh_python(REPLICA_DATASETS.replace("PATCHED", "False")) == "[None, None] [0, 1, 2, 3, 4, 5, 6, 7]"
     # The patch works, once only, and the replicas still get every element.
     assert fresh_python(REPLICA_DATASETS.replace("PATCHED", "True")) == "[False, False] [0, 1, 2, 3, 4, 5, 6, 7]"
+
+
+def saved_function_names(path) -> set[str]:
+    """The names of the functions a SavedModel at `path` holds (its traced functions and signatures)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((path / "saved_model.pb").read_bytes())
+    return {function.signature.name for function in saved.meta_graphs[0].graph_def.library.function}
+
+
+def test_keras_layer_traces_are_saved_unless_dtfx_leaves_them_out(tmp_path):
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from dtfx.components import compat
+
+    inputs = keras.Input((2,), name="x")
+    model = keras.Model(inputs, keras.layers.Dense(1, name="out")(keras.layers.Dense(3, name="hidden")(inputs)))
+    serve = tf.function(lambda x: {"y": model(x)}, input_signature=[tf.TensorSpec([None, 2], tf.float32, name="x")])
+    tf.saved_model.save(model, str(tmp_path / "traced"), signatures={"serving_default": serve})
+    with compat.without_keras_layer_traces():
+        tf.saved_model.save(model, str(tmp_path / "plain"), signatures={"serving_default": serve})
+    # Still needed: every layer's call is traced into the model.
+    traced = saved_function_names(tmp_path / "traced")
+    assert any("hidden_layer_call" in name for name in traced), sorted(traced)
+    # Without: none is, and the signature serves what the model computes.
+    plain = saved_function_names(tmp_path / "plain")
+    assert not any("layer_call" in name for name in plain), sorted(plain)
+    batch = tf.constant([[1.0, 2.0], [3.0, -1.0]])
+    served = tf.saved_model.load(str(tmp_path / "plain")).signatures["serving_default"](x=batch)["y"]
+    assert served.numpy().tolist() == model(batch).numpy().tolist()

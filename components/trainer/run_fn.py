@@ -164,7 +164,8 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
     signatures = serving.make_signatures(
         network, inputs.tft_output, inputs.feature_names(), label, task, inputs.classes
     )
-    tf.saved_model.save(network, fn_args.serving_model_dir, signatures=signatures)
+    with compat.without_keras_layer_traces():
+        tf.saved_model.save(network, fn_args.serving_model_dir, signatures=signatures)
     serving.write_model_inputs(fn_args.serving_model_dir, inputs.tft_output, label, task, inputs.classes)
     roles = {role: len(addresses) for role, addresses in devices.cluster_of(strategy).items()}
     worker_files = local_cluster.files_per_worker(fn_args.train_files, workers, own_share=not coordinated)
