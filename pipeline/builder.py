@@ -44,7 +44,7 @@ from dtfx.components.trainer.kubernetes_job import JobSettings
 from dtfx.components.trainer.options import DebugOptions, InputOptions, TrainerOptions
 from dtfx.components.transform.component import ShardedTransform
 from dtfx.components.transform.options import TransformOptions
-from dtfx.pipeline import layout
+from dtfx.pipeline import layout, model_module
 from dtfx.pipeline.beam_args import pipeline_args
 from dtfx.pipeline.config import Config, DebugSection, EveryN
 
@@ -221,6 +221,7 @@ def trainer_options(config: Config, training_job: JobSettings | None = None) -> 
         debug=debug_options(trainer.debug),
         evaluate_every_steps=trainer.evaluation.every_steps,
         sidecar_evaluation=trainer.evaluation.sidecar,
+        model_source=model_module.source_digest(getattr(trainer.model, "module", "")),
         training_job=training_job.to_dict() if training_job else None,
     )
 

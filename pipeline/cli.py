@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     run = add_config_verb(verbs, "run", "Run the pipeline locally and write summary.json.")
     run.add_argument("--until", choices=STAGES, help="stop after this stage")
     run.add_argument("--verbose", action="store_true", help="show library logs on the console instead of the log file")
+    run.add_argument("--watch", action="store_true",
+                     help="stay running: run again, in this process, whenever the config (or your model module) changes")
     run.set_defaults(handler=_run)
 
     add_commands(verbs)  # compile, submit, rehearse
@@ -93,19 +95,27 @@ def _validate(args) -> int:
 
 
 def _run(args) -> int:
-    from dtfx.pipeline import console
     from dtfx.pipeline.loader import load_config
+
+    if args.watch:
+        from dtfx.pipeline.watch import watch
+
+        return watch(args.config, args.overrides, lambda config: _run_config(config, args))
+    return _run_config(load_config(args.config, args.overrides), args)
+
+
+def _run_config(config, args) -> int:
+    """Runs a loaded config as `dtfx run` does: progress, summary, report; returns the exit code."""
+    from dtfx.pipeline import console
+    from dtfx.pipeline.local_runner import run_local
     from dtfx.pipeline.report import build_report
 
-    config = load_config(args.config, args.overrides)
     print(f"dtfx: running pipeline {config.pipeline.name!r}" + (f" until {args.until}" if args.until else ""), flush=True)
     for note in config.notes():
         print(f"note: {note}", flush=True)
-    from dtfx.pipeline.local_runner import run_local
-
     summary = run_local(config, until=args.until, verbose=args.verbose, progress=console.live_stages)
     console.print_summary(summary, resume_command=_resume_command(args))
-    print(f"report: {build_report(summary.run_dir)}")
+    print(f"report: {build_report(summary.run_dir)}", flush=True)
     if summary.error is None:
         return 0
     return EXIT_USER_ERROR if summary.error.kind == "user" else 1

@@ -8,6 +8,7 @@ code (and load TensorFlow) in `dtfx validate`.
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -28,6 +29,20 @@ def local_problem(dotted: str) -> str | None:
                 f"({os.getcwd()}), or be on PYTHONPATH")
     problem = _missing_function(spec.origin, function)
     return f"module {module!r} ({spec.origin}): {problem}" if problem else None
+
+
+def source_digest(dotted: str) -> str:
+    """A short digest of the source file of `dotted`'s module ("" when there is none to read, or no `dotted`)."""
+    if not dotted:
+        return ""
+    try:
+        spec = importlib.util.find_spec(dotted.rpartition(".")[0])
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+        return ""
+    with open(spec.origin, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()[:16]
 
 
 def _missing_function(source_path: str | None, function: str) -> str | None:

@@ -33,7 +33,8 @@ def ensure_logical_cpus(count: int) -> None:
         if have < count:
             raise DeviceSetupError(
                 f"{count} CPU replicas were asked for, but TensorFlow had already started with {have} CPU device(s); "
-                "logical devices must be set before TensorFlow initialises (run through `dtfx run`, which does that)"
+                "logical devices must be set before TensorFlow initialises: `dtfx run` does that when it starts, and a "
+                "`dtfx run --watch` process keeps the devices it started with, so start it again"
             ) from None
 
 

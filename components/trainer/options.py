@@ -42,6 +42,9 @@ class TrainerOptions(StepOptions):
     debug: DebugOptions
     evaluate_every_steps: int | None  # trainer.evaluation.every_steps; None: up to MAX_EPOCHS evenly spaced
     sidecar_evaluation: bool  # trainer.evaluation.sidecar: an evaluator process reads the chief's checkpoints
+    # A digest of your model module's source (trainer.model.module; "" for dtfx's models): in the step's options, the
+    # cache sees an edit to your code as a change, and trains again.
+    model_source: str
     # Compiled for Kubeflow with a multi-process strategy: the kubernetes_job.JobSettings of the training job's pods.
     training_job: dict[str, Any] | None
 
