@@ -21,7 +21,7 @@ from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.loader import load_config
 
-POLL_SECONDS = 0.2  # how often the files are read for a change: a rerun waits half of it on average
+POLL_SECONDS = 0.1  # how often the files are read for a change (a few small files: cheap)
 
 Fingerprints = dict[str, str | None]  # path -> digest of its bytes, None while it does not exist
 

@@ -12,8 +12,10 @@ the executor then runs TFMA on Beam.
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -144,7 +146,7 @@ def _metric_names(eval_config: tfma.EvalConfig) -> dict[str, dict[str, str]]:
 
 
 def _load(spec: tfma.ModelSpec, path: str, metrics: dict[str, str]) -> _Model:
-    loaded = tf.saved_model.load(path)
+    loaded = _loaded_saved_model(path)
     signatures = loaded.signatures
     missing = [name for name in [spec.signature_name or "serving_default", *spec.preprocessing_function_names]
                if name not in signatures]
@@ -154,6 +156,29 @@ def _load(spec: tfma.ModelSpec, path: str, metrics: dict[str, str]) -> _Model:
     return _Model(spec, loaded, signatures[spec.signature_name or "serving_default"], preprocess,
                   wants_class_scores=bool(set(metrics.values()) & _NEEDS_CLASS_SCORES),
                   wants_errors=bool(set(metrics.values()) & _NEEDS_ERRORS))
+
+
+# SavedModels loaded in this process, newest last: (path, the saved_model.pb's identity) -> the loaded model. A process
+# that runs the pipeline again (`dtfx run --watch`) evaluates the last run's candidate again as the new baseline.
+_LOADED: collections.OrderedDict[tuple[str, int, int], object] = collections.OrderedDict()
+KEEP_LOADED = 2
+
+
+def _loaded_saved_model(path: str) -> object:
+    """`tf.saved_model.load(path)`, or the object loaded from the same files before in this process.
+
+    A model artifact's files never change once written; a path that now holds other files (the outputs
+    removed and made again) has another saved_model.pb, written at another time.
+    """
+    stat = tf.io.gfile.stat(os.path.join(path, tf.saved_model.SAVED_MODEL_FILENAME_PB))
+    key = (path, stat.length, stat.mtime_nsec)
+    if key in _LOADED:
+        _LOADED.move_to_end(key)
+        return _LOADED[key]
+    loaded = _LOADED[key] = tf.saved_model.load(path)
+    while len(_LOADED) > KEEP_LOADED:
+        _LOADED.popitem(last=False)
+    return loaded
 
 
 def _batches(example_files: list[str]) -> tf.data.Dataset:

@@ -110,7 +110,7 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
     epochs = options.epochs(steps)
     throughput = Throughput(batch_size, strategy.num_replicas_in_sync, fn_args.model_run_dir, coordinated)
     callbacks = [
-        *training_callbacks(options.distribution["strategy"], backup, coordinated),
+        *training_callbacks(options.distribution["strategy"], backup, coordinated, one_process=workers == 1),
         keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq=options.steps_per_execution),
         throughput,
     ]
@@ -219,19 +219,48 @@ def per_worker_dataset_fn(make):
     return dataset_fn
 
 
-def training_callbacks(strategy_name: str, backup: str, coordinated: bool = False) -> list[keras.callbacks.Callback]:
-    """Stop at a NaN loss, and, where the strategy allows, checkpoint every epoch so that a rerun resumes.
+# Alone in its process, training backs up at most this often: a crash then loses at most this much training, and a
+# short training does not spend a checkpoint per epoch (30 ms each for penguins, seconds for a large model).
+BACKUP_EVERY_SECONDS = 30.0
+
+
+def training_callbacks(strategy_name: str, backup: str, coordinated: bool = False,
+                       one_process: bool = False) -> list[keras.callbacks.Callback]:
+    """Stop at a NaN loss, and, where the strategy allows, checkpoint at the end of epochs so that a rerun resumes.
 
     Under a coordinator (parameter servers) the losses of a step are remote values that
     TerminateOnNaN cannot read: a NaN is found in the per-epoch history after `fit` instead.
+    Alone in its process (`one_process`) the training checkpoints at the end of an epoch only when
+    BACKUP_EVERY_SECONDS have passed since the last; workers of a cluster checkpoint every epoch, since
+    each worker's clock would decide differently and the checkpoint is taken by all of them together.
     """
     callbacks: list[keras.callbacks.Callback] = [] if coordinated else [keras.callbacks.TerminateOnNaN()]
     if STRATEGIES.get(strategy_name).resumable:
-        # Survives the failed execution: a rerun of the same training resumes from the last epoch.
-        callbacks.append(keras.callbacks.BackupAndRestore(backup))
+        # Survives the failed execution: a rerun of the same training resumes from the last checkpoint.
+        callbacks.append(PeriodicBackup(backup, BACKUP_EVERY_SECONDS) if one_process else
+                         keras.callbacks.BackupAndRestore(backup))
     else:
         logging.info("%s: a rerun after a failure trains from the start (BackupAndRestore does not support it)", strategy_name)
     return callbacks
+
+
+class PeriodicBackup(keras.callbacks.BackupAndRestore):
+    """BackupAndRestore that checkpoints at the end of an epoch only once `every_seconds` have passed since the last
+    checkpoint (or since training began)."""
+
+    def __init__(self, backup_dir: str, every_seconds: float):
+        super().__init__(backup_dir)
+        self.every_seconds = every_seconds
+        self._last = time.monotonic()
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        self._last = time.monotonic()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if time.monotonic() - self._last >= self.every_seconds:
+            super().on_epoch_end(epoch, logs)
+            self._last = time.monotonic()
 
 
 def backup_dir(fn_args) -> str:

@@ -347,3 +347,18 @@ def test_large_examples_are_evaluated_in_smaller_batches(tmp_path):
         for _ in range(10):
             writer.write(b"x" * (batched_metrics.BATCH_BYTES // 4))
     assert [len(batch) for batch in batched_metrics._batches([path])] == [4, 4, 2]
+
+
+def test_a_process_that_evaluates_again_reuses_a_loaded_model_but_not_one_saved_anew_at_its_path(tmp_path, regression):
+    # `dtfx run --watch` evaluates the last run's candidate again as the next run's baseline: loaded once.
+    path = str(tmp_path / "model" / "Format-Serving")
+    model = model_artifact(tmp_path / "model", _Shift(0.0))
+    assert batched_metrics._loaded_saved_model(path) is batched_metrics._loaded_saved_model(path)
+    nothing_pushed = find_baseline(tmp_path / "serving", tmp_path / "baseline")
+    first, _, _ = evaluate(IN_PROCESS, regression["examples"], model, nothing_pushed, tmp_path / "first")
+    assert metric_values(first)[("mean_squared_error", "", False)] == 0.0
+    # The outputs removed and made again: the same path now holds another model, which is the one evaluated.
+    tf.io.gfile.rmtree(path)
+    model = model_artifact(tmp_path / "model", _Shift(1.0))
+    again, _, _ = evaluate(IN_PROCESS, regression["examples"], model, nothing_pushed, tmp_path / "again")
+    assert metric_values(again)[("mean_squared_error", "", False)] == 1.0
