@@ -13,6 +13,9 @@ measurements and the species as 0/1/2, rows with a missing measurement dropped: 
   steps and 5 evaluation steps, as stock's), cache off, in a fresh process;
 - rerun: dtfx cold with the cache on, then the same config with only `trainer.learning_rate` changed; the second
   run's wall time as a share of the first;
+- watch: `dtfx run --watch` with the cache on: its first run from the process's start (the cold run), then, after a
+  save of the config that changes only `trainer.learning_rate`, the seconds from the save to the end of the run it
+  starts, in the same process (once per round);
 - before (with `--before CHECKOUT`): the same dtfx runs with another checkout's code, in every round beside this one.
 
 Each round runs stock then dtfx one after the other (the machine is shared: a busy moment hits both), and the table
@@ -27,6 +30,7 @@ import csv
 import importlib.resources
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -125,6 +129,41 @@ def run_dtfx(config: str, work: str, log: str, *overrides: str, variant: Variant
     return wall, stage_seconds(os.path.join(work, "outputs", "penguins", "metadata.sqlite"))
 
 
+def run_watch(config: str, work: str) -> tuple[float, float]:
+    """`dtfx run --watch` of `config` (cache on): (seconds from process start to the end of the first run, seconds from
+    a save that changes only trainer.learning_rate to the end of the run it starts)."""
+    log = open(os.path.join(work, "watch.log"), "w")
+    started = time.perf_counter()
+    watcher = subprocess.Popen([os.path.join(BIN, "dtfx"), "run", config, "--watch"], stdout=subprocess.PIPE,
+                               stderr=log, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        cold = wait_for_line(watcher, log, "dtfx: watching") - started
+        with open(config) as handle:
+            changed = yaml.safe_load(handle)
+        changed["trainer"]["learning_rate"] = 0.02
+        with open(config, "w") as handle:
+            yaml.safe_dump(changed, handle, sort_keys=False)
+        saved = time.perf_counter()
+        rerun = wait_for_line(watcher, log, "dtfx: watching") - saved
+        watcher.send_signal(signal.SIGINT)
+        watcher.wait(timeout=60)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+        log.close()
+    return cold, rerun
+
+
+def wait_for_line(process: subprocess.Popen, log, prefix: str) -> float:
+    """Copies the process's output to `log` until a line starts with `prefix`; returns when that line came."""
+    for line in process.stdout:
+        log.write(line)
+        if line.startswith(prefix):
+            return time.perf_counter()
+    raise SystemExit(f"dtfx run --watch ended (exit {process.wait()}) before printing {prefix!r}: see {log.name}")
+
+
 def checkout_variant(checkout: str, scratch: str) -> Variant:
     """The command and environment that run another checkout's `dtfx` (its components/ and pipeline/ as dtfx.*).
 
@@ -198,11 +237,19 @@ def main() -> None:
             rerun = columns[f"{name} learning_rate changed"] = run_dtfx(
                 config, work, "rerun.log", "trainer.learning_rate=0.02", variant=variant)
             reruns.append(f"{name}: {rerun[0]:.1f} / {cold[0]:.1f} s = {rerun[0] / cold[0]:.2f}")
+        watched = []
+        for round_ in range(1, args.rounds + 1) if not args.skip_rerun else ():
+            work = os.path.join(scratch, f"watch-{round_}")
+            os.makedirs(work)
+            cold, rerun = run_watch(dtfx_config(work, csv_path, TRAIN_STEPS, cache=True), work)
+            watched.append(f"{rerun:.1f} / {cold:.1f} s = {rerun / cold:.2f}")
         print(table(columns))
         if ratios:
             print(f"\n/ stock, wall, per round: {', '.join(ratios)}")
         if reruns:
             print(f"second run after a learning_rate change / cold run: {'; '.join(reruns)}")
+        if watched:
+            print(f"dtfx run --watch, from the save to the end of the run it starts / the first run: {'; '.join(watched)}")
         print(json.dumps({name: {"wall": wall, "stages": stages} for name, (wall, stages) in columns.items()}))
 
 

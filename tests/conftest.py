@@ -28,6 +28,7 @@ HEAVIEST_FILES = [
     "tests/trainer/test_replica_equivalence.py",
     "tests/test_properties.py",
     "tests/e2e/test_multi_worker.py",
+    "tests/e2e/test_watch_run.py",
 ]
 
 

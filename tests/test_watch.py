@@ -1,0 +1,108 @@
+"""`dtfx run --watch`'s loop: which files it watches, when it runs again, what a bad save prints, fresh user code."""
+
+from __future__ import annotations
+
+import io
+import sys
+import threading
+import time
+
+import pytest
+
+from dtfx.pipeline import watch
+from tests.conftest import default_config, set_key
+
+POLL = 0.02
+
+
+@pytest.fixture
+def user_directory(tmp_path, monkeypatch):
+    """The directory dtfx runs in, with a model module of the user's own (`models.net.build_fn`)."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "__init__.py").write_text("")
+    (tmp_path / "models" / "net.py").write_text("WIDTH = 1\n\ndef build_fn(numeric, categorical, num_outputs):\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    for name in [name for name in sys.modules if name == "models" or name.startswith("models.")]:
+        del sys.modules[name]
+
+
+def write(path, config: dict) -> None:
+    import yaml
+
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def test_a_save_runs_again_a_bad_save_is_reported_and_the_user_module_is_imported_afresh(user_directory):
+    config = set_key(default_config(), "pipeline.output_root", str(user_directory / "outputs"))
+    config = set_key(config, "trainer.model", {"module": "models.net.build_fn"})
+    path = user_directory / "config.yaml"
+    write(path, config)
+    runs, widths = [], []
+
+    def run(loaded):
+        import models.net
+
+        runs.append(loaded.trainer.learning_rate)
+        widths.append(models.net.WIDTH)
+        if len(runs) == 3:
+            raise KeyboardInterrupt  # Ctrl-C during a run reaches the caller
+
+    def new_code_and_a_valid_config():
+        (user_directory / "models" / "net.py").write_text(
+            "WIDTH = 2\n\ndef build_fn(numeric, categorical, num_outputs):\n    pass\n")
+        write(path, config)
+
+    def edit():
+        steps = [  # (the edit, whether the watcher answers it: with a run, or with an error)
+            (lambda: write(path, set_key(config, "trainer.learning_rate", 0.02)), True),
+            (lambda: path.write_text(path.read_text()), False),  # the same bytes: no change
+            (lambda: write(path, set_key(config, "trainer.learning_rate", -1)), True),  # an error, no run
+            (new_code_and_a_valid_config, True),  # a run
+        ]
+        answers = 1  # the first run's
+        for step, answered in steps:
+            while out.getvalue().count("dtfx: watching") < answers:
+                time.sleep(POLL)
+            time.sleep(5 * POLL)
+            step()
+            answers += answered
+
+    out = io.StringIO()
+    editor = threading.Thread(target=edit, daemon=True)
+    editor.start()
+    with pytest.raises(KeyboardInterrupt):
+        watch.watch(str(path), [], run, out=out, poll_seconds=POLL)
+    editor.join(timeout=10)
+
+    printed = out.getvalue()
+    assert runs == [0.01, 0.02, 0.01] and widths == [1, 1, 2], printed
+    assert f"dtfx: watching {path}, models/net.py for changes (Ctrl-C to stop)" in printed
+    assert "trainer.learning_rate (line" in printed and "greater than 0" in printed
+
+
+def test_ctrl_c_while_waiting_stops_watching_with_exit_code_0(tmp_path, monkeypatch):
+    path = tmp_path / "config.yaml"
+    write(path, set_key(default_config(), "pipeline.output_root", str(tmp_path / "outputs")))
+
+    def interrupted(seen, poll_seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(watch, "wait_for_change", interrupted)
+    out = io.StringIO()
+    assert watch.watch(str(path), [], lambda config: None, out=out) == 0
+    assert out.getvalue().endswith("dtfx: stopped watching\n")
+
+
+def test_only_local_python_files_are_watched_and_forgotten(user_directory):
+    config = set_key(default_config(), "trainer.model", {"module": "models.net.build_fn"})
+    from dtfx.pipeline.config import Config
+
+    assert watch.model_module_files(Config.model_validate(config)) == ["models/net.py"]
+    assert watch.model_module_files(Config.model_validate(default_config())) == []  # dtfx's own model
+    import models.net  # noqa: F401
+    import yaml  # noqa: F401  (an installed package stays imported)
+
+    watch.forget_local_modules()
+    assert "models.net" not in sys.modules and "yaml" in sys.modules and "dtfx.pipeline.watch" in sys.modules
