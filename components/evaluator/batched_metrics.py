@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -158,20 +159,26 @@ def _load(spec: tfma.ModelSpec, path: str, metrics: dict[str, str]) -> _Model:
                   wants_errors=bool(set(metrics.values()) & _NEEDS_ERRORS))
 
 
-# SavedModels loaded in this process, newest last: (path, the saved_model.pb's identity) -> the loaded model. A process
-# that runs the pipeline again (`dtfx run --watch`) evaluates the last run's candidate again as the new baseline.
-_LOADED: collections.OrderedDict[tuple[str, int, int], object] = collections.OrderedDict()
+# SavedModels loaded in this process, newest last: (path, digest of its graph and variable index) -> the loaded model.
+# A process that runs the pipeline again (`dtfx run --watch`) evaluates the last run's candidate again as the baseline.
+_LOADED: collections.OrderedDict[tuple[str, str], object] = collections.OrderedDict()
 KEEP_LOADED = 2
+# What identifies a SavedModel's content: its graph, and the index of its variables, which holds a checksum of each
+# variable's data (a model's variables can be large; their index is small).
+_IDENTIFYING_FILES = (tf.saved_model.SAVED_MODEL_FILENAME_PB, os.path.join("variables", "variables.index"))
 
 
 def _loaded_saved_model(path: str) -> object:
-    """`tf.saved_model.load(path)`, or the object loaded from the same files before in this process.
+    """`tf.saved_model.load(path)`, or the object loaded from the same content before in this process.
 
-    A model artifact's files never change once written; a path that now holds other files (the outputs
-    removed and made again) has another saved_model.pb, written at another time.
+    A path can hold another model later (the outputs removed and made again), so the content decides, not the path.
     """
-    stat = tf.io.gfile.stat(os.path.join(path, tf.saved_model.SAVED_MODEL_FILENAME_PB))
-    key = (path, stat.length, stat.mtime_nsec)
+    digest = hashlib.sha256()
+    for name in _IDENTIFYING_FILES:
+        if tf.io.gfile.exists(os.path.join(path, name)):
+            with tf.io.gfile.GFile(os.path.join(path, name), "rb") as handle:
+                digest.update(handle.read())
+    key = (path, digest.hexdigest())
     if key in _LOADED:
         _LOADED.move_to_end(key)
         return _LOADED[key]
