@@ -34,3 +34,13 @@ def freeze_imported_objects() -> None:
     """
     if not gc.get_freeze_count():
         gc.freeze()
+
+
+def collect_after_a_run() -> None:
+    """A full collection, for a process that stays alive between runs (`dtfx run --watch`).
+
+    Each run leaves reference cycles behind (its models' traced functions among them), and with the thresholds above
+    Python's heuristics rarely start a full collection: penguins, a watching process grew by about 23 MiB a run
+    without this call, and stayed within 910-975 MiB over nine runs with it.
+    """
+    gc.collect()

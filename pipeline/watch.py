@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from dtfx.components import garbage_collection
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.loader import load_config
@@ -50,6 +51,7 @@ def watch(config_path: str, overrides: list[str], run: Callable[[Config], object
             except UserError as error:  # the config is fine but this machine is not (output_root, a runner)
                 print(f"error: {error}", file=out, flush=True)
         print(f"dtfx: watching {', '.join(watched)} for changes (Ctrl-C to stop)", file=out, flush=True)
+        garbage_collection.collect_after_a_run()  # while nobody waits: the run's summary is printed
         try:
             changed = wait_for_change(seen, poll_seconds)
         except KeyboardInterrupt:
