@@ -50,8 +50,10 @@ def watch(config_path: str, overrides: list[str], run: Callable[[Config], object
                 run(config)
             except UserError as error:  # the config is fine but this machine is not (output_root, a runner)
                 print(f"error: {error}", file=out, flush=True)
+            # Before the process says it is waiting, not while it waits: a Ctrl-C that lands in a finalizer the
+            # collection calls is lost (Python ignores exceptions there).
+            garbage_collection.collect_after_a_run()
         print(f"dtfx: watching {', '.join(watched)} for changes (Ctrl-C to stop)", file=out, flush=True)
-        garbage_collection.collect_after_a_run()  # while nobody waits: the run's summary is printed
         try:
             changed = wait_for_change(seen, poll_seconds)
         except KeyboardInterrupt:

@@ -220,9 +220,11 @@ def per_worker_dataset_fn(make):
     return dataset_fn
 
 
-# Alone in its process, training backs up at most this often: a crash then loses at most this much training, and a
-# short training does not spend a checkpoint per epoch (30 ms each for penguins, seconds for a large model).
-BACKUP_EVERY_SECONDS = 30.0
+# Alone in its process, training checkpoints at most this often, and spends at most this share of its time on it: a
+# crash loses little training, and a short training does not checkpoint every epoch (30 ms each for penguins, seconds
+# for a large model).
+BACKUP_EVERY_SECONDS = 10.0
+BACKUP_MAX_SHARE = 0.1
 
 
 def training_callbacks(strategy_name: str, backup: str, coordinated: bool = False,
@@ -232,8 +234,9 @@ def training_callbacks(strategy_name: str, backup: str, coordinated: bool = Fals
     Under a coordinator (parameter servers) the losses of a step are remote values that
     TerminateOnNaN cannot read: a NaN is found in the per-epoch history after `fit` instead.
     Alone in its process (`one_process`) the training checkpoints at the end of an epoch only when
-    BACKUP_EVERY_SECONDS have passed since the last; workers of a cluster checkpoint every epoch, since
-    each worker's clock would decide differently and the checkpoint is taken by all of them together.
+    BACKUP_EVERY_SECONDS have passed since the last (and checkpoints take at most BACKUP_MAX_SHARE of
+    the time); workers of a cluster checkpoint every epoch, since each worker's clock would decide
+    differently and the checkpoint is taken by all of them together.
     """
     callbacks: list[keras.callbacks.Callback] = [] if coordinated else [keras.callbacks.TerminateOnNaN()]
     if STRATEGIES.get(strategy_name).resumable:
@@ -247,21 +250,23 @@ def training_callbacks(strategy_name: str, backup: str, coordinated: bool = Fals
 
 class PeriodicBackup(keras.callbacks.BackupAndRestore):
     """BackupAndRestore that checkpoints at the end of an epoch only once `every_seconds` have passed since the last
-    checkpoint (or since training began)."""
+    checkpoint (or since training began), and once checkpoints would take at most `max_share` of the time."""
 
-    def __init__(self, backup_dir: str, every_seconds: float):
+    def __init__(self, backup_dir: str, every_seconds: float, max_share: float = BACKUP_MAX_SHARE):
         super().__init__(backup_dir)
-        self.every_seconds = every_seconds
-        self._last = time.monotonic()
+        self.every_seconds, self.max_share = every_seconds, max_share
+        self._last, self._took = time.monotonic(), 0.0
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
         self._last = time.monotonic()
 
     def on_epoch_end(self, epoch, logs=None):
-        if time.monotonic() - self._last >= self.every_seconds:
+        started = time.monotonic()
+        if started - self._last >= max(self.every_seconds, self._took / self.max_share):
             super().on_epoch_end(epoch, logs)
             self._last = time.monotonic()
+            self._took = self._last - started
 
 
 def backup_dir(fn_args) -> str:

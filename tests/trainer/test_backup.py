@@ -20,23 +20,27 @@ class FailAtEpoch(keras.callbacks.Callback):
             raise RuntimeError("the machine went away")
 
 
-def train(backup_dir: str, every_seconds: float, fail_at: int | None = None) -> list[float]:
+def train(backup_dir: str, every_seconds: float, max_share: float, fail_at: int | None = None) -> list[float]:
     """Trains a small model for 4 epochs with the backup (and a failure at the start of epoch `fail_at`)."""
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.layers.Dense(1, input_shape=(1,))])
     model.compile(optimizer="sgd", loss="mse")
     x = np.arange(32, dtype=np.float32).reshape(-1, 1) / 32
     data = tf.data.Dataset.from_tensor_slices((x, 3 * x)).repeat().batch(8)
-    callbacks = [PeriodicBackup(backup_dir, every_seconds)] + ([FailAtEpoch(fail_at)] if fail_at is not None else [])
+    callbacks = [PeriodicBackup(backup_dir, every_seconds, max_share)] + ([FailAtEpoch(fail_at)] if fail_at is not None else [])
     return model.fit(data, epochs=4, steps_per_epoch=2, callbacks=callbacks, verbose=0).history["loss"]
 
 
-@pytest.mark.parametrize("every_seconds, epochs_after_the_failure", [(0.0, 2), (3600.0, 4)])
-def test_a_failed_training_resumes_from_the_last_checkpoint_taken(tmp_path, every_seconds, epochs_after_the_failure):
+@pytest.mark.parametrize("every_seconds, max_share, epochs_after_the_failure", [
+    (0.0, float("inf"), 2),  # a checkpoint at the end of every epoch: the rerun resumes after the two finished epochs
+    (0.0, 1e-9, 3),  # the first checkpoint would make later ones too large a share of the time: only after epoch 1
+    (3600.0, 0.1, 4),  # at most hourly: the failure came before any checkpoint, and the rerun trains all four epochs
+])
+def test_a_failed_training_resumes_from_the_last_checkpoint_taken(tmp_path, every_seconds, max_share,
+                                                                   epochs_after_the_failure):
+    backup = str(tmp_path / "backup")
     with pytest.raises(RuntimeError, match="went away"):
-        train(str(tmp_path / "backup"), every_seconds, fail_at=2)
-    # Checkpointing every epoch, the rerun resumes after the two finished epochs; checkpointing at most hourly, the
-    # failure came before any checkpoint and the rerun trains all four epochs again.
-    assert len(train(str(tmp_path / "backup"), every_seconds)) == epochs_after_the_failure
+        train(backup, every_seconds, max_share, fail_at=2)
+    assert len(train(backup, every_seconds, max_share)) == epochs_after_the_failure
     # A finished training leaves no checkpoint behind: the next one starts from the beginning.
-    assert len(train(str(tmp_path / "backup"), every_seconds)) == 4
+    assert len(train(backup, every_seconds, max_share)) == 4
