@@ -31,17 +31,22 @@ def local_problem(dotted: str) -> str | None:
     return f"module {module!r} ({spec.origin}): {problem}" if problem else None
 
 
+def source_file(dotted: str) -> str | None:
+    """The Python source file of `dotted`'s module (module.function), or None (no such module, not a .py file)."""
+    try:
+        spec = importlib.util.find_spec(dotted.rpartition(".")[0]) if dotted else None
+    except (ImportError, ValueError):
+        return None
+    origin = spec.origin if spec else None
+    return origin if origin and origin.endswith(".py") and os.path.isfile(origin) else None
+
+
 def source_digest(dotted: str) -> str:
     """A short digest of the source file of `dotted`'s module ("" when there is none to read, or no `dotted`)."""
-    if not dotted:
+    path = source_file(dotted)
+    if path is None:
         return ""
-    try:
-        spec = importlib.util.find_spec(dotted.rpartition(".")[0])
-    except (ImportError, ValueError):
-        return ""
-    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
-        return ""
-    with open(spec.origin, "rb") as handle:
+    with open(path, "rb") as handle:
         return hashlib.sha256(handle.read()).hexdigest()[:16]
 
 

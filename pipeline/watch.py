@@ -10,7 +10,6 @@ directory you run dtfx in are imported afresh for each run, so the run trains th
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import sys
 import time
@@ -18,6 +17,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from dtfx.components import garbage_collection
+from dtfx.pipeline import model_module
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.loader import load_config
@@ -42,9 +42,8 @@ def watch(config_path: str, overrides: list[str], run: Callable[[Config], object
         except UserError as error:
             print(f"error: {error}", file=out, flush=True)
         else:
-            modules = model_module_files(config)
-            watched = [config_path, *modules]
-            seen.update(fingerprints(modules))
+            watched = [config_path, *model_module_files(config)]
+            seen = {**fingerprints(watched), config_path: seen[config_path]}
             forget_local_modules()
             try:
                 run(config)
@@ -91,17 +90,8 @@ def wait_for_change(seen: Fingerprints, poll_seconds: float) -> list[str]:
 
 def model_module_files(config: Config) -> list[str]:
     """The source file of `trainer.model.module`, when it is a Python file outside the installed packages."""
-    dotted = getattr(config.trainer.model, "module", None)
-    if not dotted:
-        return []
-    try:
-        spec = importlib.util.find_spec(dotted.rpartition(".")[0])
-    except (ImportError, ValueError):
-        return []
-    origin = spec.origin if spec else None
-    if not origin or not origin.endswith(".py") or not _is_local(origin):
-        return []
-    return [os.path.relpath(origin)]
+    path = model_module.source_file(getattr(config.trainer.model, "module", ""))
+    return [os.path.relpath(path)] if path and _is_local(path) else []
 
 
 def forget_local_modules() -> None:
@@ -117,6 +107,9 @@ def forget_local_modules() -> None:
 
 def _is_local(path: str) -> bool:
     """Whether `path` is under the working directory and not in this Python environment."""
-    path = os.path.realpath(path)
-    inside = lambda root: os.path.commonpath([path, os.path.realpath(root)]) == os.path.realpath(root)  # noqa: E731
-    return inside(os.getcwd()) and not inside(sys.prefix)
+    return _inside(path, os.getcwd()) and not _inside(path, sys.prefix)
+
+
+def _inside(path: str, directory: str) -> bool:
+    directory = os.path.realpath(directory)
+    return os.path.commonpath([os.path.realpath(path), directory]) == directory

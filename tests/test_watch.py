@@ -83,6 +83,7 @@ def test_a_save_runs_again_a_bad_save_is_reported_and_the_user_module_is_importe
 
 
 def test_ctrl_c_while_waiting_stops_watching_with_exit_code_0(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the run forgets the modules of the directory it runs in: here, none
     path = tmp_path / "config.yaml"
     write(path, set_key(default_config(), "pipeline.output_root", str(tmp_path / "outputs")))
 
