@@ -55,65 +55,6 @@ def exempt_traceable_libraries_from_autograph() -> None:
     autograph_config.CONVERSION_RULES = (*rules, *autograph_config.CONVERSION_RULES)
 
 
-# --- tf_keras: one trace of the step in a multi-step function -----------------------------------------
-
-
-def trace_keras_steps_once() -> None:
-    """Makes tf_keras' multi-step train and test functions trace their step once, not twice; call before `fit`.
-
-    Upstream: with `steps_per_execution` above 1, tf_keras 2.16 (`engine/training.py`,
-    `make_train_function` and `make_test_function`) runs the steps in `for _ in tf.range(n): outputs =
-    step_function(self, iterator)`. `outputs` is undefined before the loop, and AutoGraph then traces
-    the loop's body once more in a scratch graph to learn its shape (`_try_handling_undefineds` in
-    autograph/operators/control_flow.py): every step, with every replica's optimizer update, is
-    traced twice. Here Keras builds its own one-step function (a tf.function), the first step runs
-    before the loop and the others in it, calling the same function: one trace, the same steps, the
-    same outputs (the last step's). Models under a coordinator (parameter servers), run eagerly, or
-    at one step per execution keep Keras' own functions. Idempotent.
-    """
-    import tensorflow as tf
-    import tf_keras as keras
-
-    for name in ("make_train_function", "make_test_function"):
-        original = getattr(keras.Model, name)
-        if getattr(original, "dtfx_one_trace", False):
-            continue
-        setattr(keras.Model, name, _one_trace_of_the_step(original, name.split("_")[1], tf))
-
-
-def _one_trace_of_the_step(original, kind: str, tf):
-    attribute = f"{kind}_function"  # train_function / test_function: where Keras caches what it made
-
-    def make_function(self, force=False):
-        if getattr(self, attribute) is not None and not force:
-            return getattr(self, attribute)
-        steps = self._steps_per_execution
-        if (self._cluster_coordinator or self.run_eagerly or steps is None or self.autotune_steps_per_execution
-                or steps.numpy().item() == 1):
-            return original(self, force)
-        self._steps_per_execution = None  # Keras then makes its one-step tf.function
-        try:
-            one_step = original(self, force=True)
-        finally:
-            self._steps_per_execution = steps
-
-        def run_steps(iterator):
-            outputs = one_step(iterator)
-            for _ in tf.range(self._steps_per_execution - 1):
-                outputs = one_step(iterator)
-            return outputs
-
-        function = tf.function(run_steps, reduce_retracing=True)
-        setattr(self, attribute, function)
-        if kind == "train":
-            self.train_tf_function = function
-        return function
-
-    make_function.dtfx_one_trace = True
-    make_function.__wrapped__ = original
-    return make_function
-
-
 # --- tf.data: no autotuning thread behind the replicas' datasets ------------------------------------
 
 

@@ -52,8 +52,8 @@ def watch(config_path: str, overrides: list[str], run: Callable[[Config], object
             # Before the process says it is waiting, not while it waits: a Ctrl-C that lands in a finalizer the
             # collection calls is lost (Python ignores exceptions there).
             garbage_collection.collect_after_a_run()
-        print(f"dtfx: watching {', '.join(watched)} for changes (Ctrl-C to stop)", file=out, flush=True)
-        try:
+        try:  # from the line on: a Ctrl-C right after it is one while waiting
+            print(f"dtfx: watching {', '.join(watched)} for changes (Ctrl-C to stop)", file=out, flush=True)
             changed = wait_for_change(seen, poll_seconds)
         except KeyboardInterrupt:
             print("dtfx: stopped watching", file=out, flush=True)

@@ -11,8 +11,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 import dtfx.components  # noqa: F401  (tf_keras before TensorFlow)
 
 
@@ -244,42 +242,3 @@ def test_keras_layer_traces_are_saved_unless_dtfx_leaves_them_out(tmp_path):
     served = tf.saved_model.load(str(tmp_path / "plain")).signatures["serving_default"](x=batch)["y"]
     assert served.numpy().tolist() == model(batch).numpy().tolist()
 
-
-STEP_TRACES = """
-import dtfx.components
-import numpy as np, tensorflow as tf, tf_keras as keras
-from dtfx.components import compat
-from dtfx.components.trainer.devices import ensure_logical_cpus
-ensure_logical_cpus(2)
-if PATCHED:
-    compat.trace_keras_steps_once()
-    compat.trace_keras_steps_once()  # idempotent
-traces = {"train": 0, "test": 0}
-train_step, test_step = keras.Model.train_step, keras.Model.test_step
-keras.Model.train_step = lambda self, data: traces.update(train=traces["train"] + 1) or train_step(self, data)
-keras.Model.test_step = lambda self, data: traces.update(test=traces["test"] + 1) or test_step(self, data)
-keras.utils.set_random_seed(0)
-strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-with strategy.scope():
-    model = keras.Sequential([keras.layers.Dense(4, input_shape=(2,)), keras.layers.Dense(1)])
-    model.compile("adam", "mse", steps_per_execution=10)
-x = np.random.default_rng(0).random((64, 2)).astype("float32")
-data = tf.data.Dataset.from_tensor_slices((x, x.sum(1))).repeat().batch(8)
-history = model.fit(data, epochs=3, steps_per_epoch=10, validation_data=data, validation_steps=5, verbose=0).history
-print(traces["train"], traces["test"], [round(loss, 6) for loss in history["loss"] + history["val_loss"]])
-"""
-
-
-@pytest.mark.slow  # two fresh interpreters training under MirroredStrategy
-def test_keras_traces_each_step_twice_in_a_multi_step_function_unless_dtfx_calls_one_traced_step():
-    def run(patched: bool):
-        traced_train, traced_test, losses = fresh_python(STEP_TRACES.replace("PATCHED", str(patched))).split(" ", 2)
-        return int(traced_train), int(traced_test), losses
-
-    # Still needed: the steps are traced twice as often as they need (AutoGraph traces the loop's body once more to
-    # learn the shape of `outputs`, undefined before the loop), for training and for evaluation. (Training's 4 in the
-    # patched run: 2 replicas, each traced twice since Adam makes its slots in the first step, as Keras always does.)
-    plain = run(patched=False)
-    assert plain[:2] == (8, 4), plain
-    # The patch: half the traces, the same losses.
-    assert run(patched=True) == (4, 2, plain[2])

@@ -62,7 +62,6 @@ def train(fn_args: TrainingJob, options: TrainerOptions, strategy: tf.distribute
     strategy = strategy or devices.make_strategy(options.distribution)
     keras.utils.set_random_seed(options.seed)
     compat.exempt_traceable_libraries_from_autograph()
-    compat.trace_keras_steps_once()
     compat.replica_datasets_without_autotuning()
     if options.debug.check_numerics and options.steps_per_execution > 1:
         logging.info("check_numerics: one step per execution (not %d), to name the step that fails", options.steps_per_execution)
