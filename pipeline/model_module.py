@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import os
@@ -20,10 +21,7 @@ def local_problem(dotted: str) -> str | None:
     The module's source is read, not run: importing it would run user code (and load TensorFlow) in `validate`.
     """
     module, _, function = dotted.rpartition(".")
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):  # a parent package is missing or broken
-        spec = None
+    spec = _find_spec(module)
     if spec is None:
         return (f"cannot import module {module!r}: it must be installed, or be a package in the directory you run dtfx in "
                 f"({os.getcwd()}), or be on PYTHONPATH")
@@ -33,10 +31,7 @@ def local_problem(dotted: str) -> str | None:
 
 def source_file(dotted: str) -> str | None:
     """The Python source file of `dotted`'s module (module.function), or None (no such module, not a .py file)."""
-    try:
-        spec = importlib.util.find_spec(dotted.rpartition(".")[0]) if dotted else None
-    except (ImportError, ValueError):
-        return None
+    spec = _find_spec(dotted.rpartition(".")[0]) if dotted else None
     origin = spec.origin if spec else None
     return origin if origin and origin.endswith(".py") and os.path.isfile(origin) else None
 
@@ -48,6 +43,15 @@ def source_digest(dotted: str) -> str:
         return ""
     with open(path, "rb") as handle:
         return hashlib.sha256(handle.read()).hexdigest()[:16]
+
+
+def _find_spec(module: str) -> importlib.machinery.ModuleSpec | None:
+    """Where `module` would be imported from, found without running it (its parent packages are imported); None when
+    it is not found or a parent package is missing or broken."""
+    try:
+        return importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
 
 
 def _missing_function(source_path: str | None, function: str) -> str | None:
@@ -113,10 +117,7 @@ def image_problem(dotted: str) -> str | None:
     top = module.partition(".")[0]
     if top == "dtfx" or top in importlib.metadata.packages_distributions():
         return None  # dtfx's own, or an installed distribution: install the same one in the image
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        spec = None
+    spec = _find_spec(top)
     where = f" ({spec.origin or next(iter(spec.submodule_search_locations or []), '')})" if spec else ""
     return (f"{module!r} is not installed here but found in a directory{where}, which the pipeline image does not contain: "
             "make it an installable package and build an image FROM kubeflow.image that pip-installs it, then set "

@@ -9,7 +9,6 @@ directory you run dtfx in are imported afresh for each run, so the run trains th
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import time
@@ -17,7 +16,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from dtfx.components import garbage_collection
-from dtfx.pipeline import model_module
+from dtfx.pipeline import artifact_check, model_module
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.loader import load_config
@@ -66,9 +65,8 @@ def fingerprints(paths: list[str]) -> Fingerprints:
     found: Fingerprints = {}
     for path in paths:
         try:
-            with open(path, "rb") as handle:
-                found[path] = hashlib.sha256(handle.read()).hexdigest()
-        except OSError:
+            found[path] = artifact_check.fingerprint(path)
+        except OSError:  # replaced between the check that it exists and the read: read again at the next poll
             found[path] = None
     return found
 
