@@ -24,7 +24,17 @@ from absl import logging
 from dtfx.components import compat
 from dtfx.components.errors import TrainingError
 from dtfx.components.registry.strategies import STRATEGIES
-from dtfx.components.trainer import cluster, dataset, devices, kubernetes_training, local_cluster, numerics, serving, sidecar
+from dtfx.components.trainer import (
+    cluster,
+    dataset,
+    devices,
+    kubernetes_training,
+    local_cluster,
+    numerics,
+    resident,
+    serving,
+    sidecar,
+)
 from dtfx.components.trainer.agreement import AgreementCallback, AgreementCheck
 from dtfx.components.trainer.job import TrainingJob
 from dtfx.components.trainer.network import ModelInputs
@@ -59,19 +69,29 @@ def train(fn_args: TrainingJob, options: TrainerOptions, strategy: tf.distribute
     multi-worker rule): the others write to temporary directories removed afterwards.
     """
     label, task = options.label, options.task
-    strategy = strategy or devices.make_strategy(options.distribution)
-    keras.utils.set_random_seed(options.seed)
+    key = resident.network_key(options, fn_args.transform_output) if strategy is None else None
+    kept = resident.take(key, options.learning_rate)
+    strategy = strategy or (kept.strategy if kept else devices.make_strategy(options.distribution))
+    keras.utils.set_random_seed(options.seed)  # also before a kept network's training: see resident
     compat.exempt_traceable_libraries_from_autograph()
     compat.replica_datasets_without_autotuning()
     if options.debug.check_numerics and options.steps_per_execution > 1:
         logging.info("check_numerics: one step per execution (not %d), to name the step that fails", options.steps_per_execution)
         options = dataclasses.replace(options, steps_per_execution=1)
     backup = backup_dir(fn_args)  # one path for every worker: Keras keeps the non-chiefs' copies apart itself
-    with local_cluster.outputs_of_this_worker(fn_args, strategy) as fn_args:
-        _train(fn_args, options, strategy, label, task, backup)
+    try:
+        with local_cluster.outputs_of_this_worker(fn_args, strategy) as fn_args:
+            _train(fn_args, options, strategy, label, task, backup, kept, key)
+    except TrainingError:
+        raise
+    except BaseException:
+        resident.forget()
+        raise
 
 
-def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, task: str, backup: str) -> None:
+def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, task: str, backup: str,
+           kept: resident.KeptNetwork | None, key: str | None) -> None:
+    """Trains and saves: `kept`, a network kept by an earlier training, or one built here and kept under `key`."""
     inputs = ModelInputs.of(fn_args.transform_output, label, task)
     feature_spec, label_key = inputs.feature_spec, inputs.label_key
 
@@ -103,8 +123,13 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
     if not coordinated:  # under a coordinator, Keras schedules evaluation on the workers itself
         eval_data = dataset.evaluation_data(eval_data, fn_args.eval_steps, strategy)
 
-    with strategy.scope():
-        network = inputs.build_model(options)
+    if kept:
+        network = kept.network
+    else:
+        with strategy.scope():
+            network = inputs.build_model(options)
+        if workers == 1 and not coordinated:
+            kept = resident.keep(key, strategy, network)
 
     steps = fn_args.train_steps
     epochs = options.epochs(steps)
@@ -161,9 +186,11 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
             "Check the data for extreme values, or lower trainer.learning_rate"
         )
 
-    signatures = serving.make_signatures(
+    signatures = kept.signatures if kept and kept.signatures else serving.make_signatures(
         network, inputs.tft_output, inputs.feature_names(), label, task, inputs.classes
     )
+    if kept:
+        kept.signatures = signatures
     with compat.without_keras_layer_traces():
         tf.saved_model.save(network, fn_args.serving_model_dir, signatures=signatures)
     serving.write_model_inputs(fn_args.serving_model_dir, inputs.tft_output, label, task, inputs.classes)
