@@ -106,15 +106,37 @@ def forget_local_modules() -> None:
 
     Installed packages (this environment's, dtfx's own) stay: only your code can change between runs.
     """
+    local = _LocalFiles()
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
-        if path and not name.startswith("dtfx") and _is_local(path):
+        if path and not name.startswith("dtfx") and local.holds(path):
             del sys.modules[name]
 
 
 def _is_local(path: str) -> bool:
     """Whether `path` is under the working directory and not in this Python environment."""
-    return _inside(path, os.getcwd()) and not _inside(path, sys.prefix)
+    return _LocalFiles().holds(path)
+
+
+class _LocalFiles:
+    """Which files are your code: under the working directory, outside this Python environment.
+
+    A process holds thousands of modules, and resolving each one's path (os.path.realpath) took 0.5 s of every
+    rerun: a path spelled under an installation directory that does not hold the working directory is installed code,
+    without resolving it.
+    """
+
+    def __init__(self):
+        self.directory = os.path.realpath(os.getcwd())
+        self.environment = os.path.realpath(sys.prefix)
+        self.installed = tuple(os.path.join(prefix, "") for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}
+                               if not _inside(self.directory, prefix))
+
+    def holds(self, path: str) -> bool:
+        if path.startswith(self.installed):
+            return False
+        real = os.path.realpath(path)
+        return _inside(real, self.directory) and not _inside(real, self.environment)
 
 
 def _inside(path: str, directory: str) -> bool:

@@ -107,3 +107,12 @@ def test_only_local_python_files_are_watched_and_forgotten(user_directory):
 
     watch.forget_local_modules()
     assert "models.net" not in sys.modules and "yaml" in sys.modules and "dtfx.pipeline.watch" in sys.modules
+
+
+def test_your_code_is_forgotten_even_where_python_itself_is_installed_above_it(user_directory, monkeypatch):
+    # Python's own library is skipped by the spelling of its paths, but not when your directory lies within it.
+    monkeypatch.setattr(sys, "base_prefix", str(user_directory.parent))
+    import models.net  # noqa: F401
+
+    watch.forget_local_modules()
+    assert "models.net" not in sys.modules

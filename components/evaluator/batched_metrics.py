@@ -159,26 +159,23 @@ def _load(spec: tfma.ModelSpec, path: str, metrics: dict[str, str]) -> _Model:
                   wants_errors=bool(set(metrics.values()) & _NEEDS_ERRORS))
 
 
-# SavedModels loaded in this process, newest last: (path, digest of its graph and variable index) -> the loaded model.
-# A process that runs the pipeline again (`dtfx run --watch`) evaluates the last run's candidate again as the baseline.
-_LOADED: collections.OrderedDict[tuple[str, str], object] = collections.OrderedDict()
+# SavedModels loaded in this process, newest last: digest of the content -> the loaded model. A process that runs the
+# pipeline again (`dtfx run --watch`) evaluates the last run's candidate again, as the baseline, from where Pusher copied
+# it: the same content at another path, loaded once.
+_LOADED: collections.OrderedDict[str, object] = collections.OrderedDict()
 KEEP_LOADED = 2
-# What identifies a SavedModel's content: its graph, and the index of its variables, which holds a checksum of each
-# variable's data (a model's variables can be large; their index is small).
+# What identifies a SavedModel's content: its graph, the index of its variables, which holds a checksum of each
+# variable's data (a model's variables can be large; their index is small), and its assets (Transform's vocabularies).
 _IDENTIFYING_FILES = (tf.saved_model.SAVED_MODEL_FILENAME_PB, os.path.join("variables", "variables.index"))
 
 
 def _loaded_saved_model(path: str) -> object:
     """`tf.saved_model.load(path)`, or the object loaded from the same content before in this process.
 
-    A path can hold another model later (the outputs removed and made again), so the content decides, not the path.
+    The content decides, not the path: a path can hold another model later (the outputs removed and made again), and
+    a copy of a model (a pushed one) is the same model.
     """
-    digest = hashlib.sha256()
-    for name in _IDENTIFYING_FILES:
-        if tf.io.gfile.exists(os.path.join(path, name)):
-            with tf.io.gfile.GFile(os.path.join(path, name), "rb") as handle:
-                digest.update(handle.read())
-    key = (path, digest.hexdigest())
+    key = _content_digest(path)
     if key in _LOADED:
         _LOADED.move_to_end(key)
         return _LOADED[key]
@@ -186,6 +183,23 @@ def _loaded_saved_model(path: str) -> object:
     while len(_LOADED) > KEEP_LOADED:
         _LOADED.popitem(last=False)
     return loaded
+
+
+def _content_digest(path: str) -> str:
+    """A digest of what identifies the SavedModel at `path` (_IDENTIFYING_FILES and the assets), by relative name."""
+    assets = tf.saved_model.ASSETS_DIRECTORY
+    names = [name for name in _IDENTIFYING_FILES if tf.io.gfile.exists(os.path.join(path, name))]
+    if tf.io.gfile.isdir(os.path.join(path, assets)):
+        names += sorted(os.path.join(assets, name) for name in tf.io.gfile.listdir(os.path.join(path, assets)))
+    digest = hashlib.sha256()
+    for name in names:
+        if tf.io.gfile.isdir(os.path.join(path, name)):
+            continue
+        with tf.io.gfile.GFile(os.path.join(path, name), "rb") as handle:
+            content = handle.read()
+        digest.update(f"{name}\0{len(content)}\0".encode())
+        digest.update(content)
+    return digest.hexdigest()
 
 
 def _batches(example_files: list[str]) -> tf.data.Dataset:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -349,11 +350,19 @@ def test_large_examples_are_evaluated_in_smaller_batches(tmp_path):
     assert [len(batch) for batch in batched_metrics._batches([path])] == [4, 4, 2]
 
 
-def test_a_process_that_evaluates_again_reuses_a_loaded_model_but_not_one_saved_anew_at_its_path(tmp_path, regression):
+def test_a_process_that_evaluates_again_reuses_a_loaded_model_and_its_copies_not_one_saved_anew_at_its_path(
+        tmp_path, regression):
     # `dtfx run --watch` evaluates the last run's candidate again as the next run's baseline: loaded once.
     path = str(tmp_path / "model" / "Format-Serving")
     model = model_artifact(tmp_path / "model", _Shift(0.0))
     assert batched_metrics._loaded_saved_model(path) is batched_metrics._loaded_saved_model(path)
+    # ... also where Pusher copied it, the next run's baseline.
+    pushed = str(tmp_path / "pushed" / "1")
+    shutil.copytree(path, pushed)
+    assert batched_metrics._loaded_saved_model(pushed) is batched_metrics._loaded_saved_model(path)
+    (Path(pushed) / "assets").mkdir(exist_ok=True)
+    (Path(pushed) / "assets" / "other_vocabulary").write_text("a copy with another asset is another model\n")
+    assert batched_metrics._loaded_saved_model(pushed) is not batched_metrics._loaded_saved_model(path)
     nothing_pushed = find_baseline(tmp_path / "serving", tmp_path / "baseline")
     first, _, _ = evaluate(IN_PROCESS, regression["examples"], model, nothing_pushed, tmp_path / "first")
     assert metric_values(first)[("mean_squared_error", "", False)] == 0.0
