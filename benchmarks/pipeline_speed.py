@@ -15,7 +15,7 @@ measurements and the species as 0/1/2, rows with a missing measurement dropped: 
   run's wall time as a share of the first;
 - watch: `dtfx run --watch` with the cache on: its first run from the process's start (the cold run), then, after a
   save of the config that changes only `trainer.learning_rate`, the seconds from the save to the end of the run it
-  starts, in the same process (once per round);
+  starts, in the same process (once per round, for each dtfx measured);
 - before (with `--before CHECKOUT`): the same dtfx runs with another checkout's code, in every round beside this one.
 
 Each round runs stock then dtfx one after the other (the machine is shared: a busy moment hits both), and the table
@@ -129,13 +129,14 @@ def run_dtfx(config: str, work: str, log: str, *overrides: str, variant: Variant
     return wall, stage_seconds(os.path.join(work, "outputs", "penguins", "metadata.sqlite"))
 
 
-def run_watch(config: str, work: str) -> tuple[float, float]:
+def run_watch(config: str, work: str, variant: Variant = None) -> tuple[float, float]:
     """`dtfx run --watch` of `config` (cache on): (seconds from process start to the end of the first run, seconds from
     a save that changes only trainer.learning_rate to the end of the run it starts)."""
+    command, env = variant or ([os.path.join(BIN, "dtfx")], {})
     log = open(os.path.join(work, "watch.log"), "w")
     started = time.perf_counter()
-    watcher = subprocess.Popen([os.path.join(BIN, "dtfx"), "run", config, "--watch"], stdout=subprocess.PIPE,
-                               stderr=log, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    watcher = subprocess.Popen([*command, "run", config, "--watch"], stdout=subprocess.PIPE,
+                               stderr=log, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1", **env))
     try:
         cold = wait_for_line(watcher, log, "dtfx: watching") - started
         with open(config) as handle:
@@ -239,17 +240,18 @@ def main() -> None:
             reruns.append(f"{name}: {rerun[0]:.1f} / {cold[0]:.1f} s = {rerun[0] / cold[0]:.2f}")
         watched = []
         for round_ in range(1, args.rounds + 1) if not args.skip_rerun else ():
-            work = os.path.join(scratch, f"watch-{round_}")
-            os.makedirs(work)
-            cold, rerun = run_watch(dtfx_config(work, csv_path, TRAIN_STEPS, cache=True), work)
-            watched.append(f"{rerun:.1f} / {cold:.1f} s = {rerun / cold:.2f}")
+            for name, variant in variants.items():
+                work = os.path.join(scratch, f"{name}-watch-{round_}")
+                os.makedirs(work)
+                cold, rerun = run_watch(dtfx_config(work, csv_path, TRAIN_STEPS, cache=True), work, variant)
+                watched.append(f"{name} {rerun:.1f} / {cold:.1f} s = {rerun / cold:.2f}")
         print(table(columns))
         if ratios:
             print(f"\n/ stock, wall, per round: {', '.join(ratios)}")
         if reruns:
             print(f"second run after a learning_rate change / cold run: {'; '.join(reruns)}")
         if watched:
-            print(f"dtfx run --watch, from the save to the end of the run it starts / the first run: {'; '.join(watched)}")
+            print(f"run --watch, from the save to the end of the run it starts / the first run: {'; '.join(watched)}")
         print(json.dumps({name: {"wall": wall, "stages": stages} for name, (wall, stages) in columns.items()}))
 
 
