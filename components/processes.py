@@ -4,17 +4,46 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import signal
 import socket
 
 LOOPBACK = "127.0.0.1"
+# free_port draws from [FIRST_PORT, the first ephemeral port): above the common services' ports, below the ports the
+# kernel hands out by itself.
+FIRST_PORT = 20000
+_EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+_TRIES = 200
 
 
 def free_port(host: str = LOOPBACK) -> int:
-    """A port on `host` that nothing listens on now."""
-    with socket.socket() as probe:
+    """A port on `host` that nothing uses now, and that the kernel will not hand out by itself until a server binds it.
+
+    The server binds it later, after its process has started (seconds, for a TensorFlow process). A port from the
+    kernel's ephemeral range (what `bind(("", 0))` gives) can be taken meanwhile as the local end of any connection
+    on the machine, and a training cluster's processes open many: a chief then failed to start its gRPC server ("No
+    address added"). Below that range, only another server that chose the same port can take it.
+    """
+    first_ephemeral = _first_ephemeral_port()
+    if first_ephemeral - FIRST_PORT >= _TRIES:
+        for port in random.sample(range(FIRST_PORT, first_ephemeral), _TRIES):
+            with socket.socket() as probe:
+                try:
+                    probe.bind((host, port))
+                except OSError:
+                    continue
+                return port
+    with socket.socket() as probe:  # an unusual port range, or all taken: one the kernel picks
         probe.bind((host, 0))
         return probe.getsockname()[1]
+
+
+def _first_ephemeral_port() -> int:
+    try:
+        with open(_EPHEMERAL_RANGE) as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def die_with_parent() -> None:

@@ -156,12 +156,16 @@ def _start(config: dict, job_path: str, log_path: str) -> subprocess.Popen:
 def _wait(cluster_tasks: list[Task], processes: list[subprocess.Popen]) -> int | None:
     """Waits until every process that finishes has ended well (None), or one process has failed: then its index.
 
-    A server that ends at all, before the training has, has failed.
+    A server that ends at all before the training has finished has failed. Once the chief (or every worker) has
+    finished, the servers' work is done and they are stopped: a server that ends then (as one may when its coordinator
+    leaves) has not failed the training.
     """
     while True:
         codes = [process.poll() for process in processes]
+        trained = all(code == 0 for task, code in zip(cluster_tasks, codes, strict=True)
+                      if task.finishes and task.role != "evaluator")
         for index, (task, code) in enumerate(zip(cluster_tasks, codes, strict=True)):
-            if code is not None and (code != 0 or not task.finishes):
+            if code is not None and (code != 0 if task.finishes else not trained):
                 return index
         if all(code == 0 for task, code in zip(cluster_tasks, codes, strict=True) if task.finishes):
             return None

@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+
+from dtfx.components import processes
 from dtfx.components.trainer import cluster, local_cluster
 
 
@@ -70,3 +75,39 @@ def test_logs_for_a_model_run_on_a_file_system_url_are_copied_there():
             handle.write("Epoch 1/10\n")
     with tf.io.gfile.GFile("ram://dtfx-test/model_run/logs/worker-0.log") as handle:
         assert handle.read() == "Epoch 1/10\n"
+
+
+def started(code: str) -> subprocess.Popen:
+    """A stand-in for a cluster process, in a process group of its own as local_cluster starts them."""
+    return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+
+
+def test_a_server_that_ends_after_the_training_finished_has_not_failed_it():
+    tasks = cluster.tasks({"strategy": "parameter_server", "workers": 1, "parameter_servers": 1})
+    chief, worker, ps = started("pass"), started("import time; time.sleep(60)"), started("import os; os.abort()")
+    try:
+        # Both ended by the time the step looks: the chief's training, then a parameter server it left behind.
+        chief.wait()
+        ps.wait()
+        assert local_cluster._wait(tasks, [chief, worker, ps]) is None
+    finally:
+        local_cluster._stop([chief, worker, ps])
+
+
+def test_a_server_that_ends_before_the_training_finished_is_named_as_the_failure():
+    tasks = cluster.tasks({"strategy": "parameter_server", "workers": 1, "parameter_servers": 1})
+    chief, worker, ps = started("import time; time.sleep(60)"), started("import time; time.sleep(60)"), started(
+        "import os; os.abort()")
+    try:
+        assert local_cluster._wait(tasks, [chief, worker, ps]) == 2
+    finally:
+        local_cluster._stop([chief, worker, ps])
+
+
+def test_a_free_port_is_one_the_kernel_does_not_hand_out_by_itself():
+    first_ephemeral = processes._first_ephemeral_port()
+    ports = {processes.free_port() for _ in range(20)}
+    assert all(processes.FIRST_PORT <= port < first_ephemeral for port in ports)
+    assert len(ports) > 1  # drawn at random: two servers choosing at once rarely meet
+    with socket.socket() as server:
+        server.bind((processes.LOOPBACK, ports.pop()))  # and free to bind
