@@ -136,9 +136,13 @@ class _LocalFiles:
         if path.startswith(self.installed):
             return False
         real = os.path.realpath(path)
-        return _inside(real, self.directory) and not _inside(real, self.environment)
+        return _within(real, self.directory) and not _within(real, self.environment)
 
 
 def _inside(path: str, directory: str) -> bool:
-    directory = os.path.realpath(directory)
-    return os.path.commonpath([os.path.realpath(path), directory]) == directory
+    """Whether `path` is `directory` or under it, both resolved."""
+    return _within(os.path.realpath(path), os.path.realpath(directory))
+
+
+def _within(real_path: str, real_directory: str) -> bool:
+    return os.path.commonpath([real_path, real_directory]) == real_directory
