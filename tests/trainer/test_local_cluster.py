@@ -7,8 +7,13 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from dtfx.components import processes
+from dtfx.components.errors import TrainingError
 from dtfx.components.trainer import cluster, local_cluster
+from dtfx.components.trainer.job import TrainingJob
+from tests.conftest import ROOT
 
 
 def test_every_worker_gets_the_whole_cluster_on_loopback_and_its_own_index():
@@ -111,3 +116,30 @@ def test_a_free_port_is_one_the_kernel_does_not_hand_out_by_itself():
     assert len(ports) > 1  # drawn at random: two servers choosing at once rarely meet
     with socket.socket() as server:
         server.bind((processes.LOOPBACK, ports.pop()))  # and free to bind
+
+
+def flaky_job(tmp_path, monkeypatch, failing_starts: int) -> TrainingJob:
+    """A job for a cluster of tests.trainer.flaky_cluster_process, whose parameter server fails its first starts."""
+    monkeypatch.setattr(local_cluster, "WORKER_MODULE", "tests.trainer.flaky_cluster_process")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("FLAKY_STARTS", str(failing_starts))
+    return TrainingJob(train_files=[], eval_files=[], transform_output="", serving_model_dir=str(tmp_path / "serving"),
+                       model_run_dir=str(tmp_path / "run"), train_steps=1, eval_steps=1, custom_config={})
+
+
+def test_a_cluster_whose_grpc_failed_as_it_started_is_started_again_once(tmp_path, monkeypatch):
+    job = flaky_job(tmp_path, monkeypatch, failing_starts=1)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "events.from-the-failed-start").write_text("")
+    local_cluster.train(job, {"strategy": "parameter_server", "workers": 1, "parameter_servers": 1})
+    logs = tmp_path / "run" / "logs"
+    assert "epoll_wait error" in (logs / "ps-0.log.1").read_text()  # the failed start's log is kept
+    # Only the second start's outputs remain.
+    assert sorted(path.name for path in (tmp_path / "run").iterdir()) == ["logs", "started-2"]
+
+
+def test_a_cluster_whose_grpc_fails_again_fails_the_step_naming_the_process(tmp_path, monkeypatch):
+    job = flaky_job(tmp_path, monkeypatch, failing_starts=2)
+    with pytest.raises(TrainingError, match=r"(?s)ps 0 \(process \d+\) was killed by signal 6.*epoll_wait error"):
+        local_cluster.train(job, {"strategy": "parameter_server", "workers": 1, "parameter_servers": 1})
+    assert (tmp_path / "run" / "logs" / "ps-0.log.1").exists()
