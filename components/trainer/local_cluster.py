@@ -109,7 +109,7 @@ def _run_cluster(cluster_tasks: list[Task], job_path: str, logs_dir: str) -> tup
 
 
 # What a process of the cluster logs when TensorFlow's gRPC could not start its server (its port taken between the
-# choice and the bind) or its poller lost its file descriptor (a parameter server aborted so as it started, in about
+# choice and the bind) or its poller lost its file descriptor (a parameter server aborted this way as it started, in about
 # one test suite run in two on this machine; no cause found in dtfx): failures of gRPC at that moment, not of the
 # training.
 GRPC_FAILURES_TO_RETRY = ("Could not start gRPC server", "No address added", "epoll_wait error: Bad file descriptor")
