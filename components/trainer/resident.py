@@ -2,7 +2,7 @@
 
 A rerun after a change to `trainer.learning_rate` alone trains the same network on the same inputs. Building it,
 tracing its train and test steps for the replicas, and tracing its serving signatures took about a second of a
-penguins rerun's three (benchmarks/pipeline_speed.py). A process that keeps models (`models_kept`) keeps the last
+penguins rerun's four (benchmarks/pipeline_speed.py). A process that keeps models (`models_kept`) keeps the last
 network it built, with a copy of every variable its checkpoint holds as built: the weights and Adam's step count,
 slots and learning rate. The next training of the same network restores those values and sets the new learning
 rate. It then trains step for step as a freshly built network would: the Trainer sets the random seed at the start
