@@ -1,4 +1,4 @@
-"""Trains the shipped config's network once per learning rate, in one process, and writes what each training gave.
+"""Trains the shipped config's network (with dropout) once per learning rate, in one process, and writes what each gave.
 
 Run as a script, because the replicas' logical CPU devices must be set up before TensorFlow starts:
     python resident_training.py TRANSFORMED GRAPH RAW_EXAMPLES OUT_DIR keep|fresh LEARNING_RATE...
@@ -21,6 +21,7 @@ from dtfx.components.trainer.devices import ensure_logical_cpus
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "pipeline_config", "penguins.yaml")
 STEPS = 40
+DROPOUT = 0.3
 
 
 def main(transformed: str, graph: str, raw_examples: str, out: str, mode: str, *learning_rates: str) -> None:
@@ -33,6 +34,8 @@ def main(transformed: str, graph: str, raw_examples: str, out: str, mode: str, *
     from dtfx.pipeline.loader import load_config
 
     options = trainer_options(load_config(CONFIG))
+    # With dropout: its random ops live in the kept network's traced step, and must start over as in a fresh process.
+    options = dataclasses.replace(options, model={**options.model, "dropout": DROPOUT})
     serialized = [record.numpy() for path in sorted(glob.glob(raw_examples))
                   for record in tf.data.TFRecordDataset(path, compression_type="GZIP")]
     results = []
