@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -23,6 +22,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.metrics import metric_types
+
+from dtfx.components.content_digest import directory_digest
 
 # Examples per signature call: up to MAX_BATCH (a call's fixed cost spread thin), fewer where the examples are big
 # (images), so that a batch holds about BATCH_BYTES of serialized examples.
@@ -186,20 +187,13 @@ def _loaded_saved_model(path: str) -> object:
 
 
 def _content_digest(path: str) -> str:
-    """A digest of what identifies the SavedModel at `path` (_IDENTIFYING_FILES and the assets), by relative name."""
+    """A digest of what identifies the SavedModel at `path`: _IDENTIFYING_FILES and the assets."""
     assets = tf.saved_model.ASSETS_DIRECTORY
     names = [name for name in _IDENTIFYING_FILES if tf.io.gfile.exists(os.path.join(path, name))]
     if tf.io.gfile.isdir(os.path.join(path, assets)):
-        names += sorted(os.path.join(assets, name) for name in tf.io.gfile.listdir(os.path.join(path, assets)))
-    digest = hashlib.sha256()
-    for name in names:
-        if tf.io.gfile.isdir(os.path.join(path, name)):
-            continue
-        with tf.io.gfile.GFile(os.path.join(path, name), "rb") as handle:
-            content = handle.read()
-        digest.update(f"{name}\0{len(content)}\0".encode())
-        digest.update(content)
-    return digest.hexdigest()
+        names += [os.path.join(assets, name) for name in tf.io.gfile.listdir(os.path.join(path, assets))
+                  if not tf.io.gfile.isdir(os.path.join(path, assets, name))]
+    return directory_digest(path, names)
 
 
 def _batches(example_files: list[str]) -> tf.data.Dataset:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -29,6 +28,7 @@ import tensorflow as tf
 from absl import logging
 from tfx.utils import io_utils
 
+from dtfx.components.content_digest import directory_digest
 from dtfx.components.errors import StepError
 
 SAVED_MODEL_FILE = "saved_model.pb"
@@ -161,20 +161,7 @@ def publish(model_dir: str, base_dir: str) -> tuple[int, str, bool]:
 
 def model_digest(model_dir: str) -> str:
     """sha256 over the relative path and bytes of every file of the SavedModel: the same model, the same digest."""
-    from tfx.dsl.io import fileio
-
-    digest = hashlib.sha256()
-    files = sorted(
-        os.path.relpath(os.path.join(directory, name), model_dir)
-        for directory, _, names in fileio.walk(model_dir)
-        for name in names
-    )
-    for relative in files:
-        digest.update(relative.encode() + b"\0")
-        with fileio.open(os.path.join(model_dir, relative), "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
+    return directory_digest(model_dir)
 
 
 def recorded_digest(version_dir: str) -> str | None:
