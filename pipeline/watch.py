@@ -130,7 +130,7 @@ class _LocalFiles:
         self.directory = os.path.realpath(os.getcwd())
         self.environment = os.path.realpath(sys.prefix)
         self.installed = tuple(os.path.join(prefix, "") for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}
-                               if not _inside(self.directory, prefix))
+                               if not _within(self.directory, os.path.realpath(prefix)))
 
     def holds(self, path: str) -> bool:
         if path.startswith(self.installed):
@@ -139,10 +139,6 @@ class _LocalFiles:
         return _within(real, self.directory) and not _within(real, self.environment)
 
 
-def _inside(path: str, directory: str) -> bool:
-    """Whether `path` is `directory` or under it, both resolved."""
-    return _within(os.path.realpath(path), os.path.realpath(directory))
-
-
 def _within(real_path: str, real_directory: str) -> bool:
+    """Whether `real_path` is `real_directory` or under it (both resolved already)."""
     return os.path.commonpath([real_path, real_directory]) == real_directory

@@ -136,10 +136,10 @@ def _clear_outputs(job: TrainingJob) -> None:
 
     for directory, keep in ((job.model_run_dir, {LOGS_DIR}), (job.serving_model_dir, set())):
         if tf.io.gfile.isdir(directory):
-            for name in tf.io.gfile.listdir(directory):
-                path = os.path.join(directory, name.rstrip("/"))
-                if name.rstrip("/") in keep:
+            for name in (entry.rstrip("/") for entry in tf.io.gfile.listdir(directory)):
+                if name in keep:
                     continue
+                path = os.path.join(directory, name)
                 if tf.io.gfile.isdir(path):
                     tf.io.gfile.rmtree(path)
                 else:
