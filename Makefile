@@ -14,14 +14,12 @@ REQUIRE_BROWSER ?= 0
 
 setup: $(STAMP)
 
-# The whole environment is pinned in requirements.lock (and requirements-nodeps.lock, see there); tfx 1.16 declares
-# Python <3.11 but runs on 3.11.
+# The whole environment is pinned in requirements.lock (and requirements-nodeps.lock, see there), installed by the
+# same script as in the Dockerfile: the tests run in the packages of the pipeline image.
 # Python packages only: running a pipeline needs no system package.
-$(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml setup.py
+$(STAMP): requirements.lock requirements-nodeps.lock scripts/install-locked.sh pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip==24.3.1
-	$(BIN)/pip install --quiet --disable-pip-version-check --ignore-requires-python -r requirements.lock
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.lock
+	scripts/install-locked.sh $(BIN)/python
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
@@ -54,8 +52,10 @@ test: setup browser  ## the whole suite, end-to-end runs included (exit 5, no te
 test-fast: setup  ## unit and golden tests only
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
+# vermin: no code of the steps needs a newer Python than the image's (the Dockerfile's PYTHON_VERSION).
 lint: setup
 	$(BIN)/ruff check pipeline components tests benchmarks scripts
+	$(BIN)/vermin --no-tips --violations --target=$$($(BIN)/python -m dtfx.pipeline.kubeflow.image python)- pipeline components
 
 schema: setup  ## regenerate pipeline_config/config.schema.json from the config model
 	$(BIN)/dtfx schema > pipeline_config/config.schema.json
@@ -68,7 +68,8 @@ report-png: setup  ## docs/report.png from a run directory: make report-png RUN=
 
 image:  ## build the Kubeflow step image where Docker exists; then docker push it and set kubeflow.image
 	@command -v docker >/dev/null 2>&1 || { echo "make image: Docker is not installed here; build the image where it is" >&2; exit 1; }
-	tar --exclude=__pycache__ -cf - Dockerfile requirements.lock pipeline components | docker build -t $(IMAGE) -
+	tar --exclude=__pycache__ -cf - Dockerfile requirements.lock requirements-nodeps.lock scripts/install-locked.sh \
+	  pyproject.toml setup.py README.md pipeline components | docker build -t $(IMAGE) -
 
 rehearse: setup  ## run the default pipeline as Kubeflow would: compiled file, steps as subprocesses (minutes)
 	$(BIN)/dtfx rehearse $(CONFIG)

@@ -65,6 +65,11 @@ def add_commands(verbs) -> None:
              f"2.5 (2.5 and later) (default: {KFP_VERSIONS[-1]})",
     )
     rehearse.add_argument(
+        "--python", default=sys.executable,
+        help="the interpreter each step runs in: it must have the image's Python version and TFX, TensorFlow and Beam "
+             "(the Dockerfile's base and requirements.lock), or the rehearsal refuses to start (default: this one)",
+    )
+    rehearse.add_argument(
         "--s3-endpoint",
         help="an S3 API to keep the artifacts in, such as a MinIO of yours (http://127.0.0.1:9000), with the "
              "credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (default: an S3 server started on 127.0.0.1 "
@@ -109,6 +114,7 @@ def rehearse_command(args) -> int:
     """`dtfx rehearse`: compiles, then runs the compiled file here as a cluster would, artifacts in a local S3 server."""
     from dtfx.pipeline import layout, run_lock
     from dtfx.pipeline.kubeflow.checks import cluster_problems
+    from dtfx.pipeline.kubeflow.image import environment_problems
     from dtfx.pipeline.loader import load_config
 
     # Here the "cluster" is this machine: the data must exist here, and relative paths are taken from
@@ -117,6 +123,11 @@ def rehearse_command(args) -> int:
     problems = cluster_problems(config, args.config, require_cluster=False)
     if problems:
         raise ConfigError(args.config, problems)
+    different = environment_problems(args.python)
+    if different:
+        raise UserError(f"--python {args.python} is not the pipeline image's environment, so a rehearsal there would "
+                        "prove nothing about the cluster:\n  " + "\n  ".join(different) +
+                        "\nrehearse in the environment of `make setup` (.venv), which installs requirements.lock")
     workdir = args.workdir or os.path.join(layout.pipeline_dir(config), "rehearsals", f"{datetime.datetime.now():%Y%m%d-%H%M%S}")
     workdir = os.path.abspath(workdir)
     root = config.kubeflow.pipeline_root or DEFAULT_ROOT
@@ -125,10 +136,7 @@ def rehearse_command(args) -> int:
 
     from dtfx.pipeline.kubeflow.compiler import compile_pipeline
     from dtfx.pipeline.kubeflow.object_store import ObjectStore, local_s3_server
-    from dtfx.pipeline.kubeflow.rehearsal import RehearsalError, rehearse, version_warnings
-
-    for warning in version_warnings():
-        print(f"warning: {warning}", file=sys.stderr)
+    from dtfx.pipeline.kubeflow.rehearsal import RehearsalError, rehearse
     spec_path = os.path.join(workdir, "pipeline.yaml")
     # It pushes to the pipeline's serving directory, as a run does: never beside a run of the same pipeline.
     if args.s3_endpoint:
@@ -144,7 +152,7 @@ def rehearse_command(args) -> int:
         print(f"artifacts: {root} in the S3 API at {store.endpoint}")
         print(f"{'task':<18}{'state':<11}{'seconds':>8}", flush=True)
         try:
-            result = rehearse(spec_path, workdir, store, root, args.kfp_version, on_task=_print_task)
+            result = rehearse(spec_path, workdir, store, root, args.kfp_version, on_task=_print_task, python=args.python)
         except RehearsalError as error:  # the compiler refuses such specs first; this is a dtfx bug if it happens
             raise RuntimeError(str(error)) from None
         store.mirror(root, os.path.join(workdir, "store"))

@@ -24,7 +24,6 @@ import dataclasses
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import time
@@ -36,12 +35,12 @@ import yaml
 from dtfx.components.kfp_executor_input import LOCAL_ROOT_ENV, local_path_for_uri, type_title
 from dtfx.components.trainer.kubernetes_training import LOCAL_PROCESSES_ENV
 from dtfx.pipeline.kubeflow import driver
+from dtfx.pipeline.kubeflow.image import image_environment, pod_environment
 from dtfx.pipeline.kubeflow.object_store import LauncherError, ObjectStore, is_store_uri
 
 PYTHON_COMMANDS = {"python", "python3"}
 TAIL_LINES = 30
 RUN_ID = "rehearsal"
-DOCKERFILE = Path(__file__).resolve().parents[2] / "Dockerfile"
 # A placeholder of the compiled command: {{$}} or {{$.inputs.parameters['k']}} / {{$.outputs.artifacts['k'].path}}.
 PLACEHOLDER = re.compile(r"\{\{\$(?:\.(inputs|outputs)\.(parameters|artifacts)\['([^']+)'\](?:\.(uri|path|output_file))?)?\}\}")
 
@@ -117,14 +116,16 @@ def rehearse(
     pipeline_root: str,
     kfp_version: str = driver.NEWEST,
     on_task: Callable[[TaskRun], None] | None = None,
+    python: str = sys.executable,
 ) -> RehearsalResult:
     """Runs the compiled pipeline at `pipeline_spec_path` task by task, as Kubeflow `kfp_version` would.
 
     Artifacts go to `store` under `pipeline_root` (a minio://, s3:// or gs:// URL whose bucket the
     store serves; it is created if missing). Each task's pod directory is `<workdir>/pods/<task>`
     and its log `<workdir>/logs/<task>.log`. `on_task` is called with each task that finishes, as
-    it finishes. Raises RehearsalError before running anything if the spec cannot run on
-    open-source Kubeflow.
+    it finishes. Each step's Python is the interpreter at `python`, with the image's environment
+    variables (the caller checks that it is the image's Python and packages: image.environment_problems).
+    Raises RehearsalError before running anything if the spec cannot run on open-source Kubeflow.
     """
     spec = load_spec(pipeline_spec_path)
     check_rehearsable(spec)
@@ -132,7 +133,7 @@ def rehearse(
     workdir = Path(workdir).resolve()
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
     store.ensure_bucket(pipeline_root)
-    run = _Run(spec, workdir, store, pipeline_root, version, on_task)
+    run = _Run(spec, workdir, store, pipeline_root, version, on_task, python)
     order = _topological_order(spec["root"]["dag"]["tasks"])
     for name in order:
         if not run.run_task(name):
@@ -142,23 +143,10 @@ def rehearse(
     return RehearsalResult(not run.failure, run.tasks + skipped, pipeline_root, run.failure)
 
 
-def image_environment(dockerfile: Path = DOCKERFILE) -> dict[str, str]:
-    """The `ENV`s of the image's Dockerfile (empty if there is none beside the package)."""
-    if not dockerfile.is_file():
-        return {}
-    text = re.sub(r"\\\n", " ", dockerfile.read_text(encoding="utf-8"))
-    env = {}
-    for line in text.splitlines():
-        words = shlex.split(line, comments=True)
-        if words[:1] == ["ENV"]:
-            env.update(word.split("=", 1) for word in words[1:] if "=" in word)
-    return env
-
-
 class _Run:
     """The state of one rehearsal: each task's outputs, as the next tasks' driver looks them up."""
 
-    def __init__(self, spec, workdir, store, pipeline_root, version, on_task):
+    def __init__(self, spec, workdir, store, pipeline_root, version, on_task, python):
         self.spec = spec
         self.workdir = workdir
         self.store = store
@@ -169,6 +157,8 @@ class _Run:
         self.outputs: dict[str, dict[str, driver.Artifact]] = {}
         self.failure = ""
         self._ids = 0
+        self.python = python
+        self._image = image_environment()
 
     def run_task(self, name: str) -> bool:
         """Runs task `name`; returns whether it succeeded."""
@@ -209,7 +199,7 @@ class _Run:
             os.makedirs(os.path.dirname(local_path_for_uri(listed["artifacts"][0]["uri"], str(pod))), exist_ok=True)
         command = [_fill(part, executor_input, str(pod)) for part in [*container.get("command", []), *container.get("args", [])]]
         if command and command[0] in PYTHON_COMMANDS:
-            command[0] = sys.executable
+            command[0] = self.python
         os.makedirs(os.path.dirname(output_file), exist_ok=True)
         returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=pod, env=self._pod_env(pod)).returncode
         if returncode != 0:
@@ -266,11 +256,12 @@ class _Run:
     def _pod_env(self, pod: Path) -> dict[str, str]:
         """The image's environment, with what a process needs here; this process's own settings stay out.
 
-        The image puts its project code on PYTHONPATH; here that is the directory the rehearsal
-        runs in (a user's own model module), and dtfx is installed in this environment.
+        dtfx is installed in the interpreter's environment, as in the image; the directory the
+        rehearsal runs in is on PYTHONPATH for a user's own model module, which an image of the
+        user's would install.
         """
-        env = {key: os.environ[key] for key in ("PATH", "HOME", "LANG", "TMPDIR") if key in os.environ}
-        env.update(image_environment())
+        env = {key: os.environ[key] for key in ("HOME", "LANG", "TMPDIR") if key in os.environ}
+        env.update(pod_environment(self._image, self.python))
         env["PYTHONPATH"] = os.getcwd()
         env[LOCAL_ROOT_ENV] = str(pod)
         # No Kubernetes here: a train step compiled to create a training job starts its processes on this machine.
@@ -340,26 +331,3 @@ def _topological_order(tasks: dict) -> list[str]:
 def _tail(path: Path, lines: int = TAIL_LINES) -> str:
     with open(path, errors="replace") as file:
         return "".join(collections.deque(file, maxlen=lines)).rstrip()
-
-
-# The image the Dockerfile builds: its base and what that base runs, the versions a step meets on a cluster.
-IMAGE_BASE = "tensorflow/tfx:1.16.0"
-IMAGE_VERSIONS = {"python": "3.10", "tensorflow": "2.16.2", "tfx": "1.16.0", "apache-beam": "2.59.0", "tf-keras": "2.16.0"}
-
-
-def version_warnings(dockerfile: Path = DOCKERFILE) -> list[str]:
-    """Where this machine's Python and libraries differ from the image's: a step may behave otherwise there."""
-    from importlib import metadata
-
-    if not dockerfile.is_file() or f"FROM {IMAGE_BASE}" not in dockerfile.read_text(encoding="utf-8"):
-        return [f"the versions in the image are unknown here (its Dockerfile is not based on {IMAGE_BASE}): "
-                "the rehearsal used this machine's"]
-    here = {"python": ".".join(map(str, sys.version_info[:2]))}
-    for name in IMAGE_VERSIONS:
-        if name != "python":
-            try:
-                here[name] = metadata.version(name)
-            except metadata.PackageNotFoundError:
-                here[name] = "not installed"
-    return [f"{name} here is {here[name]}, in the image ({IMAGE_BASE}) {wanted}: a step may behave otherwise on the cluster"
-            for name, wanted in IMAGE_VERSIONS.items() if here[name] != wanted]

@@ -175,8 +175,3 @@ def test_a_beam_cluster_profile_is_not_rehearsed(capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert re.search(r"beam.runner \(line \d+\): 'portable' sends Beam's work to a cluster.*--set beam.runner=direct", err), err
-
-
-def test_the_image_environment_comes_from_the_dockerfile():
-    env = rehearsal.image_environment()
-    assert env["TF_USE_LEGACY_KERAS"] == "1" and env["PYTHONUNBUFFERED"] == "1"
