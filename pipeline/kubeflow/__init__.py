@@ -9,4 +9,5 @@ submit     creating a run through kfp.Client
 rehearsal  running a compiled spec here as open-source Kubeflow would, each step a fresh process
 driver     executor inputs as each backend version's driver writes them
 object_store an S3 server on 127.0.0.1 for rehearsals, and the launcher's artifact downloads and uploads
+image      the pipeline image's Python, packages and environment (Dockerfile, requirements.lock), checked before rehearsing
 """
