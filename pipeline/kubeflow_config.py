@@ -22,6 +22,9 @@ SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 # A label key: an optional DNS-subdomain prefix and a name of up to 63 characters; a value of up to 63 (or empty).
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+# The Kubeflow Pipelines backend releases (major.minor) a compiled pipeline can be written for, oldest first. After
+# 2.5 the backend took the SDK's numbering: 2.14.0 follows 2.5.0 (kubeflow/pipelines CHANGELOG.md).
+KFP_BACKENDS = ("2.0", "2.1", "2.2", "2.3", "2.4", "2.5", "2.14", "2.15", "2.16", "2.17")
 
 
 class VolumeMount(Section):
@@ -111,6 +114,13 @@ class Toleration(Section):
 
 
 class KubeflowSection(Section):
+    kfp_version: Literal[KFP_BACKENDS] = Field(
+        KFP_BACKENDS[-1],
+        description="The Kubeflow Pipelines backend release (major.minor) the cluster runs, 2.0 or later: `dtfx compile` "
+        "writes only Kubernetes settings that release's driver reads and refuses, naming it, a setting it cannot read "
+        "(2.0 has no tolerations), since the drivers of 2.0 to 2.4.0 fail every step over a field they lack and later "
+        "ones drop it unread.",
+    )
     image: str | None = Field(
         None,
         description="Container image of every step: the Dockerfile's image (`make image`), pushed to a registry "

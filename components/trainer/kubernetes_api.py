@@ -8,6 +8,7 @@ DTFX_KUBERNETES_API gives the API's URL and DTFX_KUBERNETES_NAMESPACE the namesp
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 
 import requests
@@ -17,6 +18,19 @@ from dtfx.components.errors import TrainingError
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 RBAC_MANIFEST = "deploy/kubeflow/training-job-rbac.yaml"
 TIMEOUT_SECONDS = 30
+
+
+# How a strict create names each field the schema lacks (apiextensions-apiserver customresource_handler.go: a
+# strict decoding error, answered as 400 BadRequest).
+_UNKNOWN_FIELD = re.compile(r'unknown field "([^"]+)"')
+
+
+class UnknownFields(TrainingError):
+    """The API server's schema of a kind lacks `fields` of the object sent to it."""
+
+    def __init__(self, fields: list[str], message: str):
+        super().__init__(message)
+        self.fields = fields
 
 
 class KubernetesApi:
@@ -52,7 +66,10 @@ class KubernetesApi:
         return cls(f"https://{host}:{port}", namespace, token, os.path.join(SERVICE_ACCOUNT, "ca.crt"))
 
     def create(self, group_path: str, plural: str, body: dict) -> dict:
-        return self._call("POST", f"{group_path}/namespaces/{self.namespace}/{plural}", json=body)
+        """Creates the object; UnknownFields when the kind's schema lacks a field of it, which the API server would
+        otherwise drop without a word (`fieldValidation=Strict`, served by default from Kubernetes 1.25)."""
+        path = f"{group_path}/namespaces/{self.namespace}/{plural}"
+        return self._call("POST", path, params={"fieldValidation": "Strict"}, json=body)
 
     def get(self, group_path: str, plural: str, name: str) -> dict:
         return self._call("GET", f"{group_path}/namespaces/{self.namespace}/{plural}/{name}")
@@ -103,6 +120,9 @@ class KubernetesApi:
                 "operator of kubeflow.training_operator installed in the cluster? (v1: Kubeflow Training Operator; "
                 f"v2: Kubeflow Trainer). The API said: {_message(response)}"
             )
+        unknown = _UNKNOWN_FIELD.findall(_message(response)) if response.status_code in (400, 422) else []
+        if unknown:
+            raise UnknownFields(unknown, f"the Kubernetes API refused {method} {path}: {_message(response)}")
         if not response.ok:
             raise TrainingError(f"the Kubernetes API refused {method} {path} ({response.status_code}): {_message(response)}")
         return response.json() if response.content else {}

@@ -33,6 +33,11 @@ ADDRESSES_ENV = "DTFX_NODE_ADDRESSES"
 INDEX_ENV = "JOB_COMPLETION_INDEX"  # set by Kubernetes in every pod of an indexed job
 # Istio's sidecar never exits, so a pod with one never completes; Kubeflow's multi-user installs inject it.
 NO_SIDECAR = {"sidecar.istio.io/inject": "false"}
+# The first Kubeflow Trainer whose TrainJob has spec.runtimePatches, where dtfx puts its nodes' volume, secret files,
+# placement and account: kubeflow/trainer pkg/apis/trainer/v1alpha1/trainjob_types.go TrainJobSpec has
+# podSpecOverrides at v2.0.0, podTemplateOverrides at v2.1.0, runtimePatches from v2.2.0. The TrainJob CRD keeps no
+# unknown fields, so an older Trainer would drop the patch and every node would miss its job file.
+TRAINER_OLDEST = "v2.2.0"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +49,7 @@ class Operator:
     plural: str
     container: str
     pods_of_job: str  # the label that every pod of the job carries, with the job's name
+    too_old: str  # what it means when the API server's schema of the kind lacks a field dtfx writes
 
     @property
     def group_path(self) -> str:
@@ -51,9 +57,25 @@ class Operator:
 
 
 OPERATORS = {
-    "v1": Operator("kubeflow.org/v1", "TFJob", "tfjobs", "tensorflow", "training.kubeflow.org/job-name"),
-    "v2": Operator("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjobs", V2_NODE, "jobset.sigs.k8s.io/jobset-name"),
+    "v1": Operator(
+        "kubeflow.org/v1", "TFJob", "tfjobs", "tensorflow", "training.kubeflow.org/job-name",
+        "the Kubeflow Training Operator on this cluster is older than the TFJob dtfx writes (that of Training Operator "
+        "v1.9): upgrade it, or train with Kubeflow Trainer (kubeflow.training_operator: v2)",
+    ),
+    "v2": Operator(
+        "trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjobs", V2_NODE, "jobset.sigs.k8s.io/jobset-name",
+        f"Kubeflow Trainer on this cluster is older than {TRAINER_OLDEST}, whose TrainJob is the first with "
+        "spec.runtimePatches, where dtfx puts the nodes' training volume, secret files and placement (v2.0 had "
+        f"podSpecOverrides, v2.1 podTemplateOverrides): upgrade Kubeflow Trainer to {TRAINER_OLDEST} or later, or train "
+        "with the Training Operator's TFJob (kubeflow.training_operator: v1)",
+    ),
 }
+
+
+def unknown_fields_message(operator: Operator, name: str, fields: list[str]) -> str:
+    """Why the API server refused to create job `name` of `operator` over `fields` its schema lacks, and what to do."""
+    return (f"{operator.too_old}. The Kubernetes API refused {operator.kind} {name} (created with fieldValidation=Strict, "
+            f"so that no setting is dropped unread): its {operator.kind} has no {', '.join(fields)}")
 
 
 @dataclasses.dataclass(frozen=True)

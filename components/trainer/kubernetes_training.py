@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from dtfx.components.errors import TrainingError
 from dtfx.components.trainer.cluster import Task, role_counts, tasks
 from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.kubernetes_api import KubernetesApi
-from dtfx.components.trainer.kubernetes_job import OPERATORS, JobSettings, Operator, manifest
+from dtfx.components.trainer.kubernetes_api import KubernetesApi, UnknownFields
+from dtfx.components.trainer.kubernetes_job import OPERATORS, JobSettings, Operator, manifest, unknown_fields_message
 from dtfx.components.trainer.options import TrainerOptions
 
 # Set by `dtfx rehearse`: the compiled train step starts the training's processes on this machine instead.
@@ -57,7 +57,10 @@ def train(job: TrainingJob, options: TrainerOptions, api: KubernetesApi | None =
             staged = stage_in(job, staging)
             body = manifest(settings, name, api.namespace, cluster_tasks, os.path.join(staging, "job.json"))
             body["metadata"].update(_owned_by_this_pod())
-            api.create(operator.group_path, operator.plural, body)
+            try:
+                api.create(operator.group_path, operator.plural, body)
+            except UnknownFields as refused:
+                raise TrainingError(unknown_fields_message(operator, name, refused.fields)) from None
             roles = ", ".join(f"{count} {role}" for role, count in role_counts(cluster_tasks).items())
             print(
                 f"trainer: created {operator.kind} {name} in namespace {api.namespace}: {roles}; "

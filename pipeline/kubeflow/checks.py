@@ -17,7 +17,7 @@ from dtfx.pipeline import layout, model_module
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.data_source import DATA_SUFFIXES, PACKAGE_SCHEME
 from dtfx.pipeline.errors import Problem
-from dtfx.pipeline.kubeflow.platform import mount_of
+from dtfx.pipeline.kubeflow.platform import mount_of, steps_in_job_pods, unreadable_settings
 from dtfx.pipeline.yaml_source import key_lines, line_of
 
 VOLUME_HINT = "an absolute path on a volume mounted in every step (kubeflow.volumes) or inside the image"
@@ -66,6 +66,9 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
             "of kubeflow.volumes, through which the train step hands the data to its training job's pods and gets the "
             "model back; pods on different nodes need it ReadWriteMany",
         )
+
+    for path, message in unreadable_settings(kubeflow, kubeflow.kfp_version, steps_in_job_pods(config)):
+        problem(path, message)
 
     module = getattr(config.trainer.model, "module", None)
     if require_cluster and module:

@@ -8,10 +8,14 @@ backend reads (a `KubernetesExecutorConfig` per executor); TFX's compiler writes
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+from typing import Any, NamedTuple
+
 from dtfx.components.trainer import cluster
 from dtfx.components.trainer.kubernetes_job import JobSettings
 from dtfx.pipeline.config import Config
-from dtfx.pipeline.kubeflow_config import MEMORY_QUANTITY, KubeflowSection, StepResources
+from dtfx.pipeline.kubeflow_config import KFP_BACKENDS, MEMORY_QUANTITY, KubeflowSection, StepResources
 
 TRAIN_STEP = "train"
 
@@ -32,7 +36,9 @@ def resource_spec(wanted: StepResources) -> dict:
     """The container `resources` (PipelineSpec JSON) for one step.
 
     Requests and limits are the same: Kubernetes schedules by requests, and the limit keeps one
-    step (Beam in memory, TensorFlow) from starving others on its node.
+    step (Beam in memory, TensorFlow) from starving others on its node. These are the numeric
+    fields, deprecated in pipeline_spec.proto from backend 2.4 for string ones that 2.0 to 2.3
+    lack; every driver from 2.0.0 to 2.17.0 reads them (driver.go initPodSpecPatch).
     """
     spec: dict = {}
     if wanted.cpu is not None:
@@ -45,45 +51,161 @@ def resource_spec(wanted: StepResources) -> dict:
     return spec
 
 
+class ProtoField(NamedTuple):
+    """A field of kfp-kubernetes' KubernetesExecutorConfig: the first backend release whose driver reads it, and its shape."""
+
+    since: str
+    repeated: bool = False
+    map: bool = False  # map<string, string>: its keys are data, not fields
+
+
+# Every field dtfx writes into a KubernetesExecutorConfig (JSON names, `message.field`), with the first Kubeflow
+# Pipelines backend release (kubeflow_config.KFP_BACKENDS) whose driver reads it. The backend's go.mod pins
+# kubernetes_platform (2.0.x: bd9f74e34de6, 2.1.0: 19a24e3e99db, 2.2.0: 8b2a099e8c9f, 2.3.0 to 2.4.1: d911c8b73b49;
+# from 2.5.0 the tree's own), whose kubernetes_platform/proto/kubernetes_executor_config.proto defines the message.
+# Drivers up to 2.4.0 parse it with golang/protobuf's strict jsonpb.UnmarshalString (backend/src/v2/cmd/driver/main.go),
+# so one field they lack fails every step; from 2.4.1 util.UnmarshalString drops unknown fields, which loses the
+# setting silently. `constant` and `secretName` are deprecated from 2.5.0, and still read up to 2.17.0
+# (backend/src/v2/driver/driver.go, k8s.go from 2.14). Fields dtfx does not write are left out.
+PLATFORM_FIELDS: dict[str, ProtoField] = {
+    "pvcMount": ProtoField("2.0", repeated=True),
+    "pvcMount.constant": ProtoField("2.0"),
+    "pvcMount.mountPath": ProtoField("2.0"),
+    "secretAsEnv": ProtoField("2.0", repeated=True),
+    "secretAsEnv.secretName": ProtoField("2.0"),
+    "secretAsEnv.keyToEnv": ProtoField("2.0", repeated=True),
+    "secretAsEnv.keyToEnv.secretKey": ProtoField("2.0"),
+    "secretAsEnv.keyToEnv.envVar": ProtoField("2.0"),
+    "secretAsVolume": ProtoField("2.0", repeated=True),
+    "secretAsVolume.secretName": ProtoField("2.0"),
+    "secretAsVolume.mountPath": ProtoField("2.0"),
+    # From 2.2 an absent `optional` is false (driver.go: `Optional != nil && *Optional`), so dtfx never writes it.
+    "secretAsVolume.optional": ProtoField("2.2"),
+    "nodeSelector": ProtoField("2.0"),
+    "nodeSelector.labels": ProtoField("2.0", map=True),
+    "tolerations": ProtoField("2.1", repeated=True),
+    "tolerations.key": ProtoField("2.1"),
+    "tolerations.operator": ProtoField("2.1"),
+    "tolerations.value": ProtoField("2.1"),
+    "tolerations.effect": ProtoField("2.1"),
+    "tolerations.tolerationSeconds": ProtoField("2.1"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class PlatformSetting:
+    """What one setting of the `kubeflow` section writes into the executors' configs."""
+
+    path: str  # its YAML path, e.g. kubeflow.tolerations.train
+    field: str  # the KubernetesExecutorConfig field it writes
+    value: Any  # the items it adds to a repeated field, or the field's value
+    steps: frozenset[str] | None  # the steps it applies to; None: every step
+    placement: bool = False  # where the pod runs: a training job's pods get it instead of the step's own
+
+
+def platform_settings(kubeflow: KubeflowSection) -> list[PlatformSetting]:
+    """Each setting of `kubeflow` that goes into the platform spec, as kfp-kubernetes writes it.
+
+    `constant` names a claim in the form every Kubeflow Pipelines 2.x backend reads.
+    """
+    settings = [PlatformSetting(f"kubeflow.volumes.{index}", "pvcMount",
+                                [{"constant": volume.claim, "mountPath": volume.mount_path}], None)
+                for index, volume in enumerate(kubeflow.volumes)]
+    for index, secret in enumerate(kubeflow.secrets):
+        steps = frozenset(secret.steps) if secret.steps is not None else None
+        if secret.env is not None:
+            keys = [{"secretKey": key, "envVar": variable} for variable, key in secret.env.items()]
+            item, field = {"secretName": secret.name, "keyToEnv": keys}, "secretAsEnv"
+        else:
+            item, field = {"secretName": secret.name, "mountPath": secret.mount_path}, "secretAsVolume"
+        settings.append(PlatformSetting(f"kubeflow.secrets.{index}", field, [item], steps))
+    settings += [PlatformSetting(f"kubeflow.node_selector.{step}", "nodeSelector", {"labels": dict(labels)},
+                                 frozenset([step]), placement=True)
+                 for step, labels in kubeflow.node_selector.items()]
+    settings += [PlatformSetting(f"kubeflow.tolerations.{step}", "tolerations", [_toleration(item) for item in items],
+                                 frozenset([step]), placement=True)
+                 for step, items in kubeflow.tolerations.items()]
+    return settings
+
+
 def platform_spec(
     kubeflow: KubeflowSection, executor_labels: dict[str, str], placed_elsewhere: frozenset[str] = frozenset()
 ) -> dict | None:
     """The Kubernetes platform spec of the steps (step name -> executor label), or None when it would be empty.
 
     Written as kfp-kubernetes writes it (its `KubernetesExecutorConfig` per executor; a test
-    parses each strictly with that message): every volume in every executor (which step reads
-    data.path, the serving directory or a curated schema follows from the config, and a mount
-    no step uses costs nothing), each secret as environment variables or files in the steps it
-    names (all by default), and each step's node selector and tolerations. `constant` names the
-    claim in the form every Kubeflow Pipelines 2.x backend reads. Steps in `placed_elsewhere` run their work in the
-    pods of a training job, which get their node selector and tolerations instead.
+    parses each strictly with that message, and with the fields of the oldest backend that reads
+    them): every volume in every executor (which step reads data.path, the serving directory or
+    a curated schema follows from the config, and a mount no step uses costs nothing), each
+    secret as environment variables or files in the steps it names (all by default), and each
+    step's node selector and tolerations. Steps in `placed_elsewhere` run their work in the pods
+    of a training job, which get their node selector and tolerations instead.
     """
+    settings = platform_settings(kubeflow)
     executors = {}
     for step, label in sorted(executor_labels.items(), key=lambda item: item[1]):
-        # Fresh lists per executor: shared ones would be YAML aliases, which some readers refuse.
         config: dict = {}
-        if kubeflow.volumes:
-            config["pvcMount"] = [{"constant": volume.claim, "mountPath": volume.mount_path} for volume in kubeflow.volumes]
-        secrets = [secret for secret in kubeflow.secrets if secret.steps is None or step in secret.steps]
-        as_env = [{"secretName": secret.name, "keyToEnv": [{"secretKey": key, "envVar": variable}
-                                                           for variable, key in secret.env.items()]}
-                  for secret in secrets if secret.env is not None]
-        as_files = [{"secretName": secret.name, "mountPath": secret.mount_path, "optional": False}
-                    for secret in secrets if secret.mount_path is not None]
-        if as_env:
-            config["secretAsEnv"] = as_env
-        if as_files:
-            config["secretAsVolume"] = as_files
-        placed_here = step not in placed_elsewhere
-        if placed_here and step in kubeflow.node_selector:
-            config["nodeSelector"] = {"labels": dict(kubeflow.node_selector[step])}
-        if placed_here and step in kubeflow.tolerations:
-            config["tolerations"] = [_toleration(toleration) for toleration in kubeflow.tolerations[step]]
+        for setting in settings:
+            if not _written_for(setting, step, placed_elsewhere):
+                continue
+            # Fresh copies per executor: shared objects would be YAML aliases, which some readers refuse.
+            value = copy.deepcopy(setting.value)
+            if PLATFORM_FIELDS[setting.field].repeated:
+                config.setdefault(setting.field, []).extend(value)
+            else:
+                config[setting.field] = value
         if config:
             executors[label] = config
     if not executors:
         return None
     return {"platforms": {"kubernetes": {"deploymentSpec": {"executors": executors}}}}
+
+
+def unreadable_settings(kubeflow: KubeflowSection, version: str, placed_elsewhere: frozenset[str] = frozenset()
+                        ) -> list[tuple[str, str]]:
+    """(YAML path, why) of each setting whose fields the driver of Kubeflow Pipelines `version` cannot read."""
+    unreadable = []
+    for setting in platform_settings(kubeflow):
+        if setting.placement and setting.steps is not None and setting.steps <= placed_elsewhere:
+            continue  # written into a training job's pods, not into the platform spec
+        too_new = [(path, PLATFORM_FIELDS[path].since) for path in field_paths({setting.field: setting.value})
+                   if not backend_reads(version, PLATFORM_FIELDS[path].since)]
+        if too_new:
+            path, since = too_new[0]
+            unreadable.append((setting.path, (
+                f"Kubeflow Pipelines {version} cannot read {path}, which its driver reads from {since} on: if the cluster "
+                f"runs {since} or later, set kubeflow.kfp_version to its release; else remove this setting"
+            )))
+    return unreadable
+
+
+def field_paths(config: dict, prefix: str = "") -> list[str]:
+    """The KubernetesExecutorConfig fields (`message.field`, as in PLATFORM_FIELDS) that `config` sets, parents first.
+
+    Raises KeyError for a field PLATFORM_FIELDS lacks: dtfx writes nothing its table does not vouch for.
+    """
+    paths = []
+    for name, value in config.items():
+        path = f"{prefix}{name}"
+        field = PLATFORM_FIELDS[path]
+        paths.append(path)
+        if field.map:
+            continue
+        for item in value if field.repeated else [value]:
+            if isinstance(item, dict):
+                paths += field_paths(item, f"{path}.")
+    return paths
+
+
+def backend_reads(version: str, since: str) -> bool:
+    """Whether backend release `version` is `since` or later."""
+    return KFP_BACKENDS.index(version) >= KFP_BACKENDS.index(since)
+
+
+def _written_for(setting: PlatformSetting, step: str, placed_elsewhere: frozenset[str]) -> bool:
+    if setting.steps is not None and step not in setting.steps:
+        return False
+    return not (setting.placement and step in placed_elsewhere)
 
 
 def _toleration(toleration) -> dict:
@@ -98,6 +220,11 @@ def mount_of(path: str, kubeflow: KubeflowSection) -> str | None:
         if path == volume.mount_path or path.startswith(volume.mount_path.rstrip("/") + "/"):
             return volume.mount_path
     return None
+
+
+def steps_in_job_pods(config: Config) -> frozenset[str]:
+    """The steps whose work runs in the pods of a training job (which get the steps' node selector and tolerations)."""
+    return frozenset([TRAIN_STEP]) if cluster.multi_process(config.trainer.distribution.settings()) else frozenset()
 
 
 def training_job_settings(config: Config) -> JobSettings | None:

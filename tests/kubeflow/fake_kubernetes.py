@@ -71,6 +71,8 @@ class Pod:
 class FakeKubernetes:
     """The API server, on a free port of 127.0.0.1: `url`; jobs as processes whose logs go to `workdir`."""
 
+    trainer_version = "v2.2"  # the Kubeflow Trainer release whose TrainJob schema it serves (TRAINJOB_SPEC_FIELDS)
+
     def __init__(self, workdir: Path, namespace: str = "team-a", refuse: bool = False, operators=("tfjobs", "trainjobs")):
         self.workdir, self.namespace, self.refuse, self.operators = workdir, namespace, refuse, operators
         self.jobs: dict[str, dict] = {}
@@ -194,6 +196,28 @@ class FakeKubernetes:
                     self.kill_when = None
 
 
+# The fields of a TrainJob's spec per Kubeflow Trainer release (kubeflow/trainer pkg/apis/trainer/v1alpha1/
+# trainjob_types.go TrainJobSpec at v2.0.0, v2.1.0, v2.2.0; v2.3.0 as v2.2.0). The CRD's schema keeps no unknown field:
+# the API server drops one silently, or refuses the object when asked for fieldValidation=Strict.
+TRAINJOB_SPEC_FIELDS = {
+    "v2.0": {"runtimeRef", "initializer", "trainer", "labels", "annotations", "podSpecOverrides", "suspend", "managedBy"},
+    "v2.1": {"runtimeRef", "initializer", "trainer", "labels", "annotations", "podTemplateOverrides", "suspend",
+             "managedBy"},
+    "v2.2": {"runtimeRef", "initializer", "trainer", "runtimePatches", "suspend", "activeDeadlineSeconds", "managedBy"},
+}
+
+
+def _unknown_fields(plural: str, body: dict, trainer_version: str) -> list[str]:
+    if plural != "trainjobs":
+        return []
+    return [f"spec.{field}" for field in body["spec"] if field not in TRAINJOB_SPEC_FIELDS[trainer_version]]
+
+
+def _pruned(body: dict, unknown: list[str]) -> dict:
+    dropped = {field.removeprefix("spec.") for field in unknown}
+    return {**body, "spec": {key: value for key, value in body["spec"].items() if key not in dropped}}
+
+
 def _plain_env(container: dict) -> dict[str, str]:
     """The container's env; a value from a secret becomes a marker naming it (there are no secrets here)."""
     env = {}
@@ -249,7 +273,12 @@ def _handler(fake: FakeKubernetes):
                     return self._status(404, "the server could not find the requested resource")
                 with fake._lock:
                     if method == "POST":
-                        fake.create(plural, body)
+                        unknown = _unknown_fields(plural, body, fake.trainer_version)
+                        if unknown and query.get("fieldValidation") == "Strict":
+                            return self._status(400, f'{body["kind"]} in version "v1alpha1" cannot be handled as a '
+                                                     f'{body["kind"]}: strict decoding error: ' + ", ".join(
+                                                         f'unknown field "{field}"' for field in unknown))
+                        fake.create(plural, _pruned(body, unknown))
                         return self._reply(201, body)
                     if method == "DELETE":
                         found = fake.delete(name)

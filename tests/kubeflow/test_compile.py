@@ -19,6 +19,8 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from dtfx.pipeline.cli import main
 from dtfx.pipeline.kubeflow.compiler import ENTRYPOINT, OPEN_SOURCE_EXECUTORS, open_source_problems
+from dtfx.pipeline.kubeflow.platform import PLATFORM_FIELDS, backend_reads, field_paths
+from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
 from tests.conftest import ROOT, default_config, set_key
 
 GOLDEN = ROOT / "tests" / "golden" / "kubeflow_penguins.yaml"
@@ -377,3 +379,111 @@ def test_bad_placement_settings_exit_2_naming_the_yaml_path(tmp_path, capsys, ke
     assert code == 2, err
     assert where in err and message in err, err
     assert not (tmp_path / "p.yaml").exists()
+
+
+def release_message(version: str):
+    """kfp-kubernetes' KubernetesExecutorConfig cut down to the fields of PLATFORM_FIELDS that Kubeflow Pipelines
+    `version` reads, in a pool of its own: parsed strictly, as drivers up to 2.4.0 parse it (jsonpb), it refuses what
+    that release lacks."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from kfp.kubernetes import kubernetes_executor_config_pb2
+
+    root = kubernetes_executor_config_pb2.KubernetesExecutorConfig.DESCRIPTOR
+    kept: dict[str, set[str]] = {}  # message full name -> names of the fields kept
+    for path, field in PLATFORM_FIELDS.items():
+        *parents, name = path.split(".")
+        message = root
+        for parent in parents:
+            message = message.fields_by_camelcase_name[parent].message_type
+        kept.setdefault(message.full_name, set())
+        if backend_reads(version, field.since):
+            kept[message.full_name].add(message.fields_by_camelcase_name[name].name)
+
+    def cut(messages, scope: str) -> None:
+        for message in messages:
+            full_name = f"{scope}.{message.name}"
+            if full_name in kept:
+                fields = [field for field in message.field if field.name in kept[full_name]]
+                # A oneof left without fields (proto3 `optional` makes one per field) is not a valid descriptor.
+                used = sorted({field.oneof_index for field in fields if field.HasField("oneof_index")})
+                oneofs = [message.oneof_decl[index] for index in used]
+                for field in fields:
+                    if field.HasField("oneof_index"):
+                        field.oneof_index = used.index(field.oneof_index)
+                del message.field[:], message.oneof_decl[:]
+                message.field.extend(fields)
+                message.oneof_decl.extend(oneofs)
+            cut(message.nested_type, full_name)
+
+    pool = descriptor_pool.DescriptorPool()
+    for file in [*root.file.dependencies, root.file]:
+        proto = descriptor_pb2.FileDescriptorProto()
+        file.CopyToProto(proto)
+        if file is root.file:
+            cut(proto.message_type, proto.package)
+        pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(root.full_name))
+
+
+# The releases where a field dtfx writes appears, and the newest.
+FIELD_RELEASES = sorted({field.since for field in PLATFORM_FIELDS.values()} | {KFP_BACKENDS[-1]}, key=KFP_BACKENDS.index)
+
+
+@pytest.mark.parametrize("version", FIELD_RELEASES)
+def test_the_chosen_backend_reads_every_field_of_the_platform_spec(tmp_path, capsys, version):
+    """Every field dtfx writes is one PLATFORM_FIELDS vouches for at that release, and the release's message reads it."""
+    settings = {**PLACEMENT, "kubeflow.kfp_version": version}
+    if not backend_reads(version, PLATFORM_FIELDS["tolerations"].since):
+        del settings["kubeflow.tolerations"]
+    config = write(tmp_path / "config.yaml", cluster_config(**settings))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "pipeline.yaml"))
+    assert code == 0, err
+    _, platform_doc = yaml.safe_load_all((tmp_path / "pipeline.yaml").read_text())
+    executors = platform_doc["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    written = {path for executor in executors.values() for path in field_paths(executor)}
+    assert {"pvcMount.constant", "secretAsEnv.keyToEnv.envVar", "secretAsVolume.mountPath", "nodeSelector.labels"} <= written
+    assert all(backend_reads(version, PLATFORM_FIELDS[path].since) for path in written), written
+    message = release_message(version)
+    for executor in executors.values():
+        json_format.ParseDict(executor, message())  # unknown fields are errors
+
+
+def test_the_oldest_message_refuses_what_only_later_releases_read():
+    """The cut-down message is as strict as the 2.0 and 2.1 drivers: `optional` of a secret volume, written by dtfx
+    before, failed every step there."""
+    secret = {"secretAsVolume": [{"secretName": "gcp-key", "mountPath": "/var/secrets/gcp", "optional": False}]}
+    for version in ("2.0", "2.1"):
+        with pytest.raises(json_format.ParseError, match="optional"):
+            json_format.ParseDict(secret, release_message(version)())
+    json_format.ParseDict(secret, release_message("2.2")())
+    with pytest.raises(json_format.ParseError, match="tolerations"):
+        json_format.ParseDict({"tolerations": [{"key": "spot", "operator": "Exists"}]}, release_message("2.0")())
+
+
+def test_a_setting_the_chosen_backend_cannot_read_exits_2_naming_it(tmp_path, capsys):
+    config = write(tmp_path / "config.yaml", cluster_config(**PLACEMENT, kubeflow__kfp_version="2.0"))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 2, err
+    assert re.search(r"  kubeflow.tolerations.train \(line \d+\): Kubeflow Pipelines 2.0 cannot read tolerations, which its "
+                     r"driver reads from 2.1 on: .*set kubeflow.kfp_version", err), err
+    assert "kubeflow.secrets" not in err and "kubeflow.node_selector" not in err and "Traceback" not in err
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_tolerations_of_a_step_that_trains_in_a_jobs_pods_are_the_jobs_not_the_drivers(tmp_path, capsys):
+    """They go into the TFJob's pods, which the Training Operator makes, so a 2.0 backend never reads them."""
+    keys = {**PLACEMENT, "kubeflow.kfp_version": "2.0", "kubeflow.training_volume": "dtfx-data",
+            "trainer.distribution": {"strategy": "multi_worker_mirrored", "workers": 2}}
+    config = write(tmp_path / "config.yaml", cluster_config(**keys))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 0, err
+    _, platform_doc = yaml.safe_load_all((tmp_path / "p.yaml").read_text())
+    assert "tolerations" not in json.dumps(platform_doc)
+    assert "tolerations" in (tmp_path / "p.training-job.yaml").read_text()
+
+
+@pytest.mark.parametrize("version", ["1.8", "2.8", "2.18", 2.5])
+def test_a_backend_release_dtfx_does_not_know_exits_2(tmp_path, capsys, version):
+    config = write(tmp_path / "config.yaml", cluster_config(kubeflow__kfp_version=version))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 2 and "kubeflow.kfp_version" in err and "'2.0'" in err and "'2.17'" in err, err

@@ -164,6 +164,34 @@ def test_a_cluster_without_the_operator_is_named(tmp_path, operator, missing):
     assert os.listdir(tmp_path / "volume" / "dtfx-jobs") == []
 
 
+def test_a_trainer_without_runtime_patches_is_named_instead_of_losing_the_volume(tmp_path):
+    """Kubeflow Trainer v2.1 would drop spec.runtimePatches, and every node would miss its job file on the volume."""
+    job, options = small_job(tmp_path, "v2")
+    with FakeKubernetes(tmp_path) as fake:
+        fake.trainer_version = "v2.1"
+        with pytest.raises(TrainingError) as refused:
+            kubernetes_training.train(job, options, KubernetesApi(fake.url, fake.namespace))
+    message = str(refused.value)
+    assert message.startswith(f"Kubeflow Trainer on this cluster is older than {kubernetes_job.TRAINER_OLDEST}, "), message
+    assert "upgrade Kubeflow Trainer" in message and "kubeflow.training_operator: v1" in message
+    assert message.endswith("its TrainJob has no spec.runtimePatches"), message
+    assert not fake.created and not fake.pods
+    assert os.listdir(tmp_path / "volume" / "dtfx-jobs") == [], "the job's directory is removed"
+
+
+def test_trainer_v2_2_takes_the_trainjob_whole(tmp_path):
+    job, options = small_job(tmp_path, "v2")
+    settings = kubernetes_job.JobSettings.from_dict(options.training_job)
+    cluster_tasks = cluster.tasks(options.distribution, options.sidecar_evaluation)
+    operator = kubernetes_job.OPERATORS["v2"]
+    with FakeKubernetes(tmp_path) as fake:
+        api = KubernetesApi(fake.url, fake.namespace)
+        body = kubernetes_job.manifest(settings, "dtfx-train-test", fake.namespace, cluster_tasks, "/nonexistent/job.json")
+        api.create(operator.group_path, operator.plural, body)
+        api.delete(operator.group_path, operator.plural, "dtfx-train-test")
+    assert fake.created == [body] and "runtimePatches" in body["spec"]
+
+
 def test_options_carry_the_job_settings_only_when_compiled_for_kubeflow(tmp_path):
     job, options = small_job(tmp_path)
     assert options.training_job["operator"] == "v1" and options.training_job["volume_claim"] == "shared"
