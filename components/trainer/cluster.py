@@ -15,6 +15,8 @@ from typing import Any
 
 from dtfx.components.registry.strategies import STRATEGIES
 
+EVALUATOR = "evaluator"  # TensorFlow's task type of the sidecar evaluator, and the operator's, lower-cased
+
 
 @dataclasses.dataclass(frozen=True)
 class Task:
@@ -27,7 +29,7 @@ class Task:
     @property
     def name(self) -> str:
         """As the logs and errors name it: `worker 1`, `ps 0`, `chief`, `evaluator`."""
-        return self.role if self.role in ("chief", "evaluator") else f"{self.role} {self.index}"
+        return self.role if self.role in ("chief", EVALUATOR) else f"{self.role} {self.index}"
 
     @property
     def log_name(self) -> str:
@@ -57,7 +59,7 @@ def tasks(distribution: dict[str, Any], sidecar: bool = False) -> list[Task]:
         Task("chief", 0, finishes=True),
         *(Task("worker", index, finishes=False) for index in range(workers)),
         *(Task("ps", index, finishes=False) for index in range(servers)),
-        *([Task("evaluator", 0, finishes=True)] if sidecar else []),
+        *([Task(EVALUATOR, 0, finishes=True)] if sidecar else []),
     ]
 
 
@@ -67,13 +69,27 @@ def role_counts(cluster_tasks: list[Task]) -> dict[str, int]:
 
 
 def tf_configs(cluster_tasks: list[Task], addresses: list[str]) -> list[dict]:
-    """The TF_CONFIG of each task, task i listening on `addresses[i]` (host:port).
-
-    The evaluator is not part of the cluster (it serves nothing and joins no collective): its
-    TF_CONFIG names the cluster and its own role only, as Kubeflow's Training Operator gives it.
-    """
+    """The TF_CONFIG of each task, task i listening on `addresses[i]` (host:port), as TensorFlow must read it
+    (`without_evaluator`): no entrypoint rule has to mend what dtfx writes itself."""
     cluster: dict[str, list[str]] = {}
     for task, address in zip(cluster_tasks, addresses, strict=True):
-        if task.role != "evaluator":
-            cluster.setdefault(task.role, []).append(address)
-    return [{"cluster": cluster, "task": {"type": task.role, "index": task.index}} for task in cluster_tasks]
+        cluster.setdefault(task.role, []).append(address)
+    return [without_evaluator({"cluster": cluster, "task": {"type": task.role, "index": task.index}})
+            for task in cluster_tasks]
+
+
+def without_evaluator(tf_config: dict) -> dict:
+    """`tf_config` with the evaluator taken out of its cluster, everything else kept: the evaluator's own task too,
+    so that it still knows it is the evaluator. Every process applies it before TensorFlow starts.
+
+    Why: Kubeflow's Training Operator puts every replica type of a TFJob into every pod's cluster, the Evaluator's
+    too (kubeflow/training-operator v1.9.0, unchanged in kubeflow/trainer v1.9.4: pkg/controller.v1/tensorflow/
+    tensorflow.go, genClusterSpec). A sidecar evaluator runs no TensorFlow server, and ParameterServerStrategy's
+    coordinator connects to every task of its cluster (TensorFlow 2.16 parameter_server_strategy_v2.py,
+    _connect_to_cluster): the chief would wait for the evaluator forever. TensorFlow itself allows an evaluator
+    task that is not in the cluster (multi_worker_util._validate_cluster_spec).
+    The operator's `"environment": "cloud"` stays: TFConfigClusterResolver never reads it from TF_CONFIG, and
+    TensorFlow's distribute coordinator treats only "google" differently.
+    """
+    cluster = {role: addresses for role, addresses in tf_config.get("cluster", {}).items() if role != EVALUATOR}
+    return {**tf_config, "cluster": cluster}

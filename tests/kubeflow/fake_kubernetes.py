@@ -6,9 +6,9 @@ operators that matters to dtfx: each pod of a created job is a process of the po
 environment, started with what the operator gives it:
 
 - TFJob (Kubeflow Training Operator v1): pods `<job>-<type>-<i>` labelled with the job name, replica
-  type and index, and TF_CONFIG by the operator's rule: the cluster of every replica type but the
-  evaluator, lower-cased, each replica at its service `<job>-<type>-<i>.<namespace>.svc:<port>`, the
-  pod's own type and index, and `"environment": "cloud"`.
+  type and index, and TF_CONFIG exactly as the operator writes it (`operator_tf_config`): the cluster
+  of every replica type, the evaluator's too, lower-cased, each replica at its service
+  `<job>-<type>-<i>.<namespace>.svc:<port>`, the pod's own type and index, and `"environment": "cloud"`.
 - TrainJob (Kubeflow Trainer v2 over JobSet): the nodes of one indexed job, pods
   `<job>-node-0-<i>-<suffix>` with JOB_COMPLETION_INDEX, and the trainer's command and env.
 
@@ -137,25 +137,23 @@ class FakeKubernetes:
                 ))
 
     def _tfjob_pods(self, body: dict) -> list[tuple]:
-        name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
+        name = body["metadata"]["name"]
         replicas = body["spec"]["tfReplicaSpecs"]
-        service = {(kind.lower(), index): f"{name}-{kind.lower()}-{index}.{namespace}.svc:2222"
-                   for kind, spec in replicas.items() for index in range(spec["replicas"])}
-        cluster: dict[str, list[str]] = {}
-        for (kind, _), address in service.items():
-            if kind != "evaluator":  # not part of the training cluster
-                cluster.setdefault(kind, []).append(address)
+        # Each replica's service, by the name TF_CONFIG gives it, and the pod behind it.
+        owners = {service: f"{name}-{replica_type.lower()}-{index}"
+                  for replica_type, addresses in _services(body).items() for index, service in enumerate(addresses)}
         specs = []
-        for kind, index in service:
-            (container,) = [c for c in replicas[kind.title() if kind != "ps" else "PS"]["template"]["spec"]["containers"]
-                            if c["name"] == "tensorflow"]  # the operator runs the container named tensorflow
-            pod_name = f"{name}-{kind}-{index}"
-            labels = {"training.kubeflow.org/job-name": name, "training.kubeflow.org/replica-type": kind,
-                      "training.kubeflow.org/replica-index": str(index)}
-            config = {"cluster": cluster, "task": {"type": kind, "index": index}, "environment": "cloud"}
-            env = {**_plain_env(container), "TF_CONFIG": json.dumps(config)}
-            owners = {svc: f"{name}-{k}-{i}" for (k, i), svc in service.items()}
-            specs.append((pod_name, labels, container, env, owners))
+        for replica_type, spec in replicas.items():
+            for index in range(spec["replicas"]):
+                kind = replica_type.lower()
+                labels = {"training.kubeflow.org/job-name": name, "training.kubeflow.org/replica-type": kind,
+                          "training.kubeflow.org/replica-index": str(index)}
+                container = _tensorflow_container(spec)
+                env = _plain_env(container)
+                tf_config = operator_tf_config(body, replica_type, index)
+                if tf_config is not None:
+                    env["TF_CONFIG"] = tf_config
+                specs.append((f"{name}-{kind}-{index}", labels, container, env, owners))
         return specs
 
     def _trainjob_pods(self, body: dict) -> list[tuple]:
@@ -194,6 +192,47 @@ class FakeKubernetes:
                     os.killpg(pod.process.pid, signal.SIGKILL)
                     self.killed.append(pod.name)
                     self.kill_when = None
+
+
+def operator_tf_config(body: dict, replica_type: str, index: int) -> str | None:
+    """The TF_CONFIG that the Training Operator sets in pod `index` of `replica_type` of TFJob `body`.
+
+    As kubeflow/training-operator v1.9.0 writes it, unchanged in kubeflow/trainer v1.9.4
+    (pkg/controller.v1/tensorflow/tfjob_controller.go SetClusterSpec, tensorflow.go genTFConfigJSONStr and
+    genClusterSpec): none in a job of one replica (util.go isDistributed); else the cluster of EVERY replica
+    type, the Evaluator's too, its pod's type lower-cased with its index, and `"environment": "cloud"`,
+    marshalled by Go (compact, a map's keys sorted, a struct's fields in their order). CUSTOM_CLUSTER_DOMAIN,
+    the operator's own optional setting, is not set here.
+    """
+    replicas = body["spec"]["tfReplicaSpecs"]
+    if sum(spec.get("replicas", 1) for spec in replicas.values()) == 1:
+        return None
+    services = _services(body)
+    config = {"cluster": {kind: services[kind] for kind in sorted(services)},
+              "task": {"type": replica_type.lower(), "index": index}, "environment": "cloud"}
+    return json.dumps(config, separators=(",", ":"))
+
+
+def _services(body: dict) -> dict[str, list[str]]:
+    """genClusterSpec: each replica type, lower-cased, with its replicas' services `<job>-<type>-<i>.<namespace>.svc`
+    at the port of the replica's container (GetPortFromTFJob)."""
+    name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
+    return {replica_type.lower(): [f"{name}-{replica_type.lower()}-{index}.{namespace}.svc:{_port(spec)}"
+                                   for index in range(spec.get("replicas", 1))]
+            for replica_type, spec in body["spec"]["tfReplicaSpecs"].items()}
+
+
+def _tensorflow_container(spec: dict) -> dict:
+    """The container the operator runs and gives TF_CONFIG to: the one named `tensorflow`."""
+    (container,) = [c for c in spec["template"]["spec"]["containers"] if c["name"] == "tensorflow"]
+    return container
+
+
+def _port(spec: dict) -> int:
+    """GetPortFromTFJob (tensorflow/util.go): the tensorflow container's port named tfjob-port, else 2222 (the same
+    as the operator's defaulting adds)."""
+    ports = _tensorflow_container(spec).get("ports", [])
+    return next((port["containerPort"] for port in ports if port["name"] == "tfjob-port"), 2222)
 
 
 # The fields of a TrainJob's spec per Kubeflow Trainer release (kubeflow/trainer pkg/apis/trainer/v1alpha1/
