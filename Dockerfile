@@ -9,9 +9,11 @@
 # the code in this image: rebuild and push it whenever components/ changes.
 #
 # Why this base, not tensorflow/tfx:1.16.0: TFX's image runs Python 3.10, the tests run 3.11, and a step that imports
-# on one may not import on the other. Beam's SDK image of the pinned Beam carries Python 3.11 on Debian 12 (the glibc
-# of the machines the tests run on) and Beam's worker boot (/opt/apache/beam/boot), which a Flink or Spark worker pool
-# starts. `dtfx rehearse` reads these two ARGs to refuse an environment whose Python differs from the image's.
+# on one may not import on the other. Beam's SDK image of the pinned Beam carries Python 3.11 (built FROM the full
+# python:3.11 Debian image, with the compilers that the lock's two source-only packages, crcmod and pyfarmhash, need)
+# and Beam's worker boot (/opt/apache/beam/boot), which a Flink or Spark worker pool starts. `dtfx rehearse` reads
+# these two ARGs to refuse an environment whose Python differs from the image's.
+# The venv holds the whole lock, test tools included: the image is the tests' environment, not a trimmed copy of it.
 ARG PYTHON_VERSION=3.11
 ARG BEAM_VERSION=2.59.0
 FROM apache/beam_python${PYTHON_VERSION}_sdk:${BEAM_VERSION}
