@@ -11,12 +11,16 @@ leaves and that break the next launcher's download (kubeflow/pipelines#13476).
 `prepare(argv)` takes the container's command line (TFX's entrypoint flags, the executor input
 after the `{{$}}` placeholder) and returns it as TFX 1.16's entrypoint can read it:
 
-- every artifact is typed as the step declares it, whatever form the driver used (a
-  `schemaTitle`, an `instanceSchema`, both, or none: tensorflow/tfx#7768); inputs from the
-  declared inputs spec, outputs from the output types dtfx compiles onto the command line;
+- every artifact is typed as the step declares it: every driver hands input artifacts over
+  typed `{"instanceSchema": ""}`, which TFX cannot read (tensorflow/tfx#7768), so inputs are
+  typed from the declared inputs spec, and outputs (which drivers type as compiled) from the
+  output types dtfx compiles onto the command line;
 - what the step did not declare is left out of TFX's view (the `executor-logs` output artifact
-  that drivers of KFP 2.5 and later add, undeclared parameters): the launcher deals with it;
-- every artifact URI is the launcher's local path, whose directories exist.
+  that drivers of KFP 2.5 and later add where logs are published, undeclared parameters): the
+  launcher deals with it;
+- every artifact URI is the launcher's local path, whose directories exist. The rest is read as
+  each release writes it: output artifacts with or without a `name`, the executor output file
+  in /tmp/kfp_outputs or (from 2.15) in the task's own local directory.
 
 `finish(prepared)` afterwards writes the URIs Kubeflow gave back into the executor output, so that
 the launcher records and uploads each artifact where the driver placed it.
@@ -147,8 +151,8 @@ def restore_uris(prepared: PreparedStep) -> None:
 
 
 def _type_inputs(executor_input: dict, declared: dict | None) -> None:
-    """Types each declared input artifact as declared (always: a driver may pass `system.Artifact` or no type);
-    drops input parameters the step did not declare."""
+    """Types each declared input artifact as declared (always: drivers pass `{"instanceSchema": ""}`, and a
+    driver of another kind may pass `system.Artifact`); drops input parameters the step did not declare."""
     inputs = executor_input.get("inputs", {})
     artifacts = inputs.get("artifacts", {})
     if artifacts and declared is None:

@@ -17,13 +17,13 @@ import time
 from dtfx.components.names import PUSHED_MODEL_OUTPUT
 from dtfx.pipeline.cli_args import add_config_verb
 from dtfx.pipeline.errors import ConfigError, UserError
+from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
 
 # The image name written into a rehearsal's spec when the config names none: a rehearsal runs
 # every step with this environment's Python, never from an image.
 REHEARSAL_IMAGE = "dtfx-rehearsal"
 # Open-source Kubeflow's own artifact store, the root a rehearsal uses when the config sets none.
 DEFAULT_ROOT = "minio://mlpipeline/v2/artifacts"
-KFP_VERSIONS = ("2.0", "2.3", "2.5")  # dtfx.pipeline.kubeflow.driver.DRIVER_VERSIONS, without importing it here
 EXIT_TASK_FAILED = 1
 
 
@@ -60,9 +60,9 @@ def add_commands(verbs) -> None:
         "--workdir", help="where the compiled file, artifacts and task logs go (default: <output_root>/<name>/rehearsals/<time>)"
     )
     rehearse.add_argument(
-        "--kfp-version", choices=KFP_VERSIONS, default=KFP_VERSIONS[-1],
-        help="the Kubeflow Pipelines backend whose driver is imitated: 2.0 (2.0 to 2.2), 2.3 (2.3 and 2.4), "
-             f"2.5 (2.5 and later) (default: {KFP_VERSIONS[-1]})",
+        "--kfp-version", choices=KFP_BACKENDS, metavar="VERSION",
+        help=f"the Kubeflow Pipelines backend release whose driver and launcher are imitated, {KFP_BACKENDS[0]} to "
+             f"{KFP_BACKENDS[-1]} (default: the config's kubeflow.kfp_version)",
     )
     rehearse.add_argument(
         "--python", default=sys.executable,

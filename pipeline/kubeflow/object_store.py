@@ -3,8 +3,9 @@
 `local_s3_server()` starts moto's S3 server (installed from PyPI; no MinIO server is) on a free
 port of 127.0.0.1; it dies with this process and is stopped by its process id. `ObjectStore`
 talks to any S3 API (that server, or a MinIO a user points at) and moves artifacts as KFP's
-launcher does (backend/src/v2/objectstore): before a step, every object under an input's URI is
-written to the step's local path; after it, every file under an output's local path is uploaded.
+launcher does (backend/src/v2/objectstore): before a step, the objects of an input's URI are
+written to the step's local path (`download`: which objects, and what directory markers do, depend
+on the release); after it, every file under an output's local path is uploaded.
 In a rehearsal every store scheme (`minio://`, `s3://`, `gs://`) is served by the one S3 server:
 the launcher treats them alike.
 """
@@ -65,33 +66,33 @@ class ObjectStore:
 
     def objects(self, uri: str) -> dict[str, int]:
         """Key -> size of every object at `uri` or under it (`uri/...`)."""
-        bucket, key = split_uri(uri)
-        found = {}
-        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key):
-            for item in page.get("Contents", []):
-                if item["Key"] == key or item["Key"].startswith(key + "/") or not key:  # not `key2/...`
-                    found[item["Key"]] = item["Size"]
-        return found
+        _, key = split_uri(uri)
+        return {name: size for name, size in self._listing(uri).items() if _under(name, key)}
 
-    def download(self, uri: str, local: str) -> int:
-        """Writes every object under `uri` to `local` as the launcher does before a step; returns how many.
+    def download(self, uri: str, local: str, sibling_keys: bool = False) -> int:
+        """Writes the objects of `uri` to `local` as the launcher does before a step; returns how many.
 
-        A zero-byte `dir/` marker object is where the launcher fails (kubeflow/pipelines#13476):
-        it has no file name to write. An artifact that is one object becomes the file `local`.
+        Kubeflow's launcher (objectstore/object_store.go DownloadBlob) lists the keys that start
+        with the URI's key and writes each, in the listing's order, at its path relative to that
+        key: an artifact that is one object becomes the file `local`, and a zero-byte `dir/` marker
+        object the empty file its directory's name (`.` relative to the key itself: `local`). A
+        marker with objects under it therefore fails the download (kubeflow/pipelines#13476): the
+        objects need a directory where the marker's file already is. With `sibling_keys`, as up to
+        release 2.16, keys such as `<key>_other/...` that only share the prefix come too, written
+        beside `local`; from 2.17 only the key and the keys under it are downloaded.
         """
         bucket, key = split_uri(uri)
-        objects = self.objects(uri)
-        markers = sorted(name for name in objects if name.endswith("/"))
-        if markers:
-            raise LauncherError(
-                f"cannot download {uri}: {markers[0]} is a zero-byte directory marker object, which Kubeflow's launcher "
-                "cannot write to a file (kubeflow/pipelines#13476)"
-            )
-        for name in objects:
-            target = local if name == key else os.path.join(local, os.path.relpath(name, key))
-            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-            self.client.download_file(bucket, name, target)
-        return len(objects)
+        listing = [name for name in self._listing(uri) if sibling_keys or _under(name, key)]
+        written = []
+        for name in listing:
+            target = os.path.normpath(os.path.join(local, os.path.relpath(name, key or ".")))
+            try:
+                os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+                self.client.download_file(bucket, name, target)
+            except OSError as error:
+                raise LauncherError(_download_failure(uri, name, written, error)) from None
+            written.append(name)
+        return len(written)
 
     def upload(self, local: str, uri: str) -> int:
         """Uploads the file `local`, or every file under the directory `local`, to `uri`; returns how many.
@@ -121,6 +122,28 @@ class ObjectStore:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             self.client.download_file(bucket, name, str(target))
+
+    def _listing(self, uri: str) -> dict[str, int]:
+        """Key -> size of every object whose key starts with the key of `uri`, in the store's (key) order."""
+        bucket, key = split_uri(uri)
+        found = {}
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key):
+            found.update((item["Key"], item["Size"]) for item in page.get("Contents", []))
+        return found
+
+
+def _under(name: str, key: str) -> bool:
+    """Whether object `name` is the object `key` or under it (`key/...`), not a sibling such as `key2/...`."""
+    return not key or name == key or name.startswith(key + "/")
+
+
+def _download_failure(uri: str, name: str, written: list[str], error: OSError) -> str:
+    """Why the launcher's download of `uri` failed at object `name`, naming the directory marker if one is the cause."""
+    marker = next((done for done in written if done.endswith("/") and name.startswith(done)), None)
+    if marker:
+        return (f"cannot download {uri}: {marker} is a zero-byte directory marker object, which Kubeflow's launcher writes "
+                f"as an empty file, so it cannot write {name} under it (kubeflow/pipelines#13476)")
+    return f"cannot download {uri}: cannot write {name} to {error.filename} ({error.strerror})"
 
 
 @contextlib.contextmanager

@@ -27,12 +27,13 @@ import re
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
-from dtfx.components.kfp_executor_input import LOCAL_ROOT_ENV, local_path_for_uri, type_title
+from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS, LOCAL_ROOT_ENV, local_path_for_uri, type_title
 from dtfx.components.trainer.kubernetes_training import LOCAL_PROCESSES_ENV
 from dtfx.pipeline.kubeflow import driver
 from dtfx.pipeline.kubeflow.image import image_environment, pod_environment
@@ -129,7 +130,7 @@ def rehearse(
     """
     spec = load_spec(pipeline_spec_path)
     check_rehearsable(spec)
-    version = driver.DRIVER_VERSIONS[kfp_version]
+    version = driver.profile(kfp_version)
     workdir = Path(workdir).resolve()
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
     store.ensure_bucket(pipeline_root)
@@ -186,39 +187,45 @@ class _Run:
 
     def _run_container(self, name, container, component, inputs, parameters, log) -> dict[str, driver.Artifact]:
         pod = self.workdir / "pods" / name
-        declared = {key: type_title(output["artifactType"])
-                    for key, output in component.get("outputDefinitions", {}).get("artifacts", {}).items()}
-        output_root = driver.task_uri(self.pipeline_root, self.spec["pipelineInfo"]["name"], RUN_ID, name)
-        output_file = str(pod / driver.POD_OUTPUT_FILE.lstrip("/"))
-        executor_input = driver.executor_input(self.version, inputs, parameters, declared, output_root, output_file)
+        definitions = component.get("outputDefinitions", {}).get("artifacts", {})
+        root = driver.task_root(self.version, self.pipeline_root, self.spec["pipelineInfo"]["name"], RUN_ID, name)
+        executor_input = driver.executor_input(self.version, inputs, parameters, definitions, root, str(pod))
         for key, artifact in inputs.items():  # the launcher, before the step
             if is_store_uri(artifact.uri):
                 print(f"launcher: downloading {key} from {artifact.uri}", file=log, flush=True)
-                self.store.download(artifact.uri, local_path_for_uri(artifact.uri, str(pod)))
+                self.store.download(artifact.uri, local_path_for_uri(artifact.uri, str(pod)), self.version.sibling_keys)
         for listed in executor_input["outputs"]["artifacts"].values():  # an output may be a file: its parent only
             os.makedirs(os.path.dirname(local_path_for_uri(listed["artifacts"][0]["uri"], str(pod))), exist_ok=True)
         command = [_fill(part, executor_input, str(pod)) for part in [*container.get("command", []), *container.get("args", [])]]
         if command and command[0] in PYTHON_COMMANDS:
             command[0] = self.python
-        os.makedirs(os.path.dirname(output_file), exist_ok=True)
+        # The executor output file's directory is the step's to make, as in a pod (TFX's entrypoint and KFP's SDK make it).
         returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=pod, env=self._pod_env(pod)).returncode
         if returncode != 0:
             raise _StepFailed(f"exited with code {returncode}")
-        reported = _executor_output(output_file)
+        return self._upload_outputs(executor_input, definitions, str(pod), log)
+
+    def _upload_outputs(self, executor_input: dict, definitions: dict, pod: str, log) -> dict[str, driver.Artifact]:
+        """The launcher after the step: each output uploaded, and recorded with the metadata ML Metadata keeps of it."""
+        reported = _executor_output(executor_input["outputs"]["outputFile"])
+        session = driver.store_session(self.pipeline_root, {
+            "endpoint": urllib.parse.urlsplit(self.store.endpoint).netloc,
+            "disableSSL": str(self.store.endpoint.startswith("http://")).lower(), "fromEnv": "false"})
         outputs = {}
-        for key, listed in executor_input["outputs"]["artifacts"].items():  # the launcher, after the step
+        for key, listed in executor_input["outputs"]["artifacts"].items():
             (given,) = listed["artifacts"]
-            uri = given["uri"]
             if key == driver.EXECUTOR_LOGS:
                 log.flush()
-                self.store.upload(log.name, uri)
+                self.store.upload(log.name, given["uri"])
                 continue
             report = (reported.get("artifacts", {}).get(key, {}).get("artifacts") or [{}])[0]
-            uri = report.get("uri") or uri
+            uri = report.get("uri") or given["uri"]
             if is_store_uri(uri):
                 print(f"launcher: uploading {key} to {uri}", file=log, flush=True)
-                self.store.upload(local_path_for_uri(uri, str(pod)), uri)
-            outputs[key] = driver.Artifact(self._next_id(), uri, declared[key], report.get("metadata", {}))
+                self.store.upload(local_path_for_uri(uri, pod), uri)
+            metadata = {**given.get("metadata", {}), **report.get("metadata", {})}
+            outputs[key] = driver.Artifact(self._next_id(), uri, type_title(definitions[key]["artifactType"]),
+                                           driver.recorded_metadata(self.version, key, metadata, session))
         return outputs
 
     def _import(self, importer: dict, component: dict, parameters: dict) -> dict[str, driver.Artifact]:
@@ -227,9 +234,14 @@ class _Run:
         uri = source.get("constant") or source.get("runtimeConstant") or parameters.get(source.get("runtimeParameter", ""))
         if not uri:
             raise _StepFailed("has no artifact URI to import")
+        if self.version.store_session_info and not is_store_uri(uri):
+            # component/importer_launcher.go ImportSpecToMLMDArtifact from 2.3.0: the store's provider comes from the URI.
+            raise _StepFailed(f"imports {uri}, which is not an object store URI ({', '.join(LAUNCHER_MOUNTS)}): Kubeflow "
+                              f"Pipelines 2.3 and later fail such an importer (\"no provider scheme found in artifact URI\")")
         (key,) = component["outputDefinitions"]["artifacts"]
         title = type_title(importer.get("typeSchema")) or "system.Artifact"
-        return {key: driver.Artifact(self._next_id(), uri, title, importer.get("metadata", {}))}
+        metadata = driver.imported_metadata(self.version, uri, importer.get("metadata", {}))
+        return {key: driver.Artifact(self._next_id(), uri, title, metadata)}
 
     def _input_artifacts(self, task: dict) -> dict[str, driver.Artifact]:
         artifacts = {}

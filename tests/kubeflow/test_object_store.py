@@ -36,14 +36,42 @@ def test_outputs_uploaded_then_downloaded_as_the_next_launcher_does(s3_store, pi
     assert (tmp_path / "pod2" / "examples" / "Split-train" / "data.gz").read_bytes() == b"abc"
 
 
-def test_a_directory_marker_fails_the_download_naming_it(s3_store, pipeline_root, tmp_path):
+def test_a_directory_marker_with_objects_under_it_fails_the_download_naming_it(s3_store, pipeline_root, tmp_path):
     uri = f"{pipeline_root}/p/run/schema_gen/schema"
     s3_store.ensure_bucket(uri)
     put(s3_store, uri + "/schema.pbtxt")
     put(s3_store, uri + "/", b"")  # what TensorFlow's GCS filesystem leaves for a directory
 
-    with pytest.raises(LauncherError, match=r"schema/ is a zero-byte directory marker.*kubeflow/pipelines#13476"):
+    with pytest.raises(LauncherError, match=r"schema/ is a zero-byte directory marker.*cannot write .*/schema/schema.pbtxt"
+                                            r".*kubeflow/pipelines#13476"):
         s3_store.download(uri, str(tmp_path / "schema"))
+
+
+def test_a_lone_directory_marker_becomes_an_empty_file(s3_store, pipeline_root, tmp_path):
+    uri = f"{pipeline_root}/p/run/transform/transform_graph"
+    s3_store.ensure_bucket(uri)
+    put(s3_store, uri + "/transform_fn/saved_model.pb", b"pb")
+    put(s3_store, uri + "/metadata/", b"")  # an empty directory, as a marker
+
+    assert s3_store.download(uri, str(tmp_path / "graph")) == 2
+    assert (tmp_path / "graph" / "transform_fn" / "saved_model.pb").read_bytes() == b"pb"
+    assert (tmp_path / "graph" / "metadata").is_file() and (tmp_path / "graph" / "metadata").stat().st_size == 0, (
+        "a step that lists it as a directory fails on the cluster too")
+
+
+@pytest.mark.parametrize("sibling_keys", [True, False])
+def test_keys_that_only_share_the_prefix_come_along_up_to_2_16(s3_store, pipeline_root, tmp_path, sibling_keys):
+    task = f"{pipeline_root}/p/run/trainer"
+    s3_store.ensure_bucket(task)
+    put(s3_store, f"{task}/model/saved_model.pb", b"model")
+    put(s3_store, f"{task}/model_run/logs/events", b"events")
+    local = tmp_path / "minio" / "trainer" / "model"
+
+    count = s3_store.download(f"{task}/model", str(local), sibling_keys=sibling_keys)
+
+    assert (local / "saved_model.pb").read_bytes() == b"model"
+    assert ((local.parent / "model_run" / "logs" / "events").is_file(), count) == ((True, 2) if sibling_keys else (False, 1))
+    assert set(s3_store.objects(f"{task}/model")) == {f"{task.split('/', 3)[3]}/model/saved_model.pb"}
 
 
 def test_the_s3_server_listens_on_loopback_and_is_gone_after(tmp_path):

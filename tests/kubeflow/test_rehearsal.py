@@ -9,7 +9,9 @@ dtfx's entrypoint, `dtfx.components.kfp_entrypoint`, which works around tensorfl
 """
 
 import csv
+import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 from tfx.types import Channel, standard_artifacts
 
 from dtfx.pipeline.kubeflow.compiler import ENTRYPOINT
+from dtfx.pipeline.kubeflow.object_store import split_uri
 from dtfx.pipeline.kubeflow.rehearsal import RehearsalError, rehearse
 
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
@@ -104,6 +107,15 @@ def states(result) -> dict[str, str]:
     return {task.name: task.state for task in result.tasks}
 
 
+def release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def stored(store, uri: str) -> bytes:
+    bucket, key = split_uri(uri)
+    return store.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+
 # --- fast ---------------------------------------------------------------------------------
 
 
@@ -137,6 +149,18 @@ def test_importer_runs_without_a_subprocess(tmp_path, s3_store, pipeline_root):
     assert states(result) == {"schema_importer": "succeeded"}
     (imported,) = result.tasks[0].outputs.values()
     assert imported.uri == "minio://models/schema/1" and imported.title == "tfx.Schema"
+    assert imported.metadata == {"store_session_info": '{"Provider":"minio","Params":{"fromEnv":"true"}}'}, (
+        "from 2.3 the next launchers take the store's credentials from their environment")
+
+
+def test_an_importer_of_a_local_path_fails_from_2_3(tmp_path, s3_store, pipeline_root):
+    importer = tfx.dsl.Importer(source_uri=str(tmp_path / "schema"), artifact_type=standard_artifacts.Schema)
+    spec = compile_tfx(tmp_path, [importer.with_id("schema_importer")])
+
+    assert rehearse(spec, tmp_path / "work-2.2", s3_store, pipeline_root, "2.2").success
+    result = rehearse(spec, tmp_path / "work-2.3", s3_store, pipeline_root, "2.3")
+    assert not result.success
+    assert f"Task 'schema_importer' imports {tmp_path / 'schema'}, which is not an object store URI" in result.message
 
 
 def compile_failing_kfp_pipeline(path: Path) -> Path:
@@ -179,8 +203,72 @@ def test_failure_names_the_task_its_log_and_the_log_tail(tmp_path, s3_store, pip
     assert str(failed.log_path) in result.message
     assert "written then boom" in result.message, "the file `write` wrote went through the store to `fail`"
     written = result.tasks[0].outputs["out"].uri
-    assert written == f"{pipeline_root}/fails-midway/rehearsal/write/out"
+    assert re.fullmatch(rf"{re.escape(pipeline_root)}/fails-midway/rehearsal/write/[0-9a-f-]{{36}}/out", written)
     assert list(s3_store.objects(written).values()) == [len("written")]
+
+
+def compile_forms_pipeline(path: Path) -> Path:
+    """`produce` writes `out` (a file) and `out_more` (a directory); `consume` keeps what it was handed:
+    its ExecutorInput, its input's content, and what the launcher put beside it."""
+    from kfp import compiler, dsl
+
+    @dsl.container_component
+    def produce(out: dsl.Output[dsl.Artifact], out_more: dsl.Output[dsl.Artifact]):
+        script = ("import os, sys; open(sys.argv[1], 'w').write('data'); os.makedirs(sys.argv[2]); "
+                  "open(os.path.join(sys.argv[2], 'more'), 'w').write('more')")
+        return dsl.ContainerSpec(image="python:3.11", command=["python", "-c", script, out.path, out_more.path])
+
+    @dsl.container_component
+    def consume(data: dsl.Input[dsl.Artifact], seen: dsl.Output[dsl.Artifact]):
+        script = ("import json, os, sys; json.dump({'executor_input': json.loads(sys.argv[1]), 'data': open(sys.argv[2]).read(), "
+                  "'beside': sorted(os.listdir(os.path.dirname(sys.argv[2])))}, open(sys.argv[3], 'w'))")
+        return dsl.ContainerSpec(image="python:3.11", command=["python", "-c", script, "{{$}}", data.path, seen.path])
+
+    @dsl.pipeline(name="forms")
+    def forms():
+        consume(data=produce().outputs["out"])
+
+    compiler.Compiler().compile(forms, str(path))
+    return path
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.2", "2.3", "2.4", "2.5", "2.15", "2.16", "2.17"])
+def test_each_release_hands_a_step_its_own_forms_and_moves_artifacts_its_way(version, tmp_path, s3_store, pipeline_root):
+    result = rehearse(compile_forms_pipeline(tmp_path / "pipeline.yaml"), tmp_path / "work", s3_store, pipeline_root, version)
+
+    assert result.success, result.message
+    produced, consumed = result.tasks
+    seen = json.loads(stored(s3_store, consumed.outputs["seen"].uri))
+    executor_input, out = seen["executor_input"], produced.outputs["out"]
+    task_dir = f"{pipeline_root}/forms/rehearsal/produce"
+    if release(version) >= (2, 4):
+        assert re.fullmatch(rf"{re.escape(task_dir)}/[0-9a-f-]{{36}}/out", out.uri), "a UUID of the task's own"
+    else:
+        assert out.uri == f"{task_dir}/out"
+    (data,) = executor_input["inputs"]["artifacts"]["data"]["artifacts"]
+    assert (data["name"], data["uri"], data["type"]) == (out.id, out.uri, {"instanceSchema": ""})
+    assert data["metadata"]["display_name"] == "out"
+    if release(version) >= (2, 3):
+        assert json.loads(data["metadata"]["store_session_info"])["Provider"] == "minio"
+    else:
+        assert "store_session_info" not in data["metadata"]
+    assert seen["data"] == "data", "an artifact of one object is downloaded as the file"
+    assert ("out_more" in seen["beside"]) == (release(version) < (2, 17)), "up to 2.16 a key sharing the prefix comes too"
+
+    (output,) = executor_input["outputs"]["artifacts"]["seen"]["artifacts"]
+    assert output["type"] == {"schemaTitle": "system.Artifact", "schemaVersion": "0.0.1"}, "as compiled"
+    assert output.get("name") == ("seen" if release(version) >= (2, 15) else None)
+    task_root = output["uri"].rsplit("/", 1)[0].split("://", 1)[1]
+    in_task_root = tmp_path / "work" / "pods" / "consume" / "minio" / task_root / "output_metadata.json"
+    legacy = tmp_path / "work" / "pods" / "consume" / "tmp" / "kfp_outputs" / "output_metadata.json"
+    assert executor_input["outputs"]["outputFile"] == str(in_task_root if release(version) >= (2, 15) else legacy)
+    logs = executor_input["outputs"]["artifacts"].get("executor-logs")
+    if release(version) >= (2, 5):
+        (logs,) = logs["artifacts"]
+        assert logs["type"] == {"schemaTitle": "system.Artifact"}
+        assert b"launcher: downloading data" in stored(s3_store, logs["uri"]), "the step's log, uploaded"
+    else:
+        assert logs is None
 
 
 # --- slow: real TFX executors in subprocesses ---------------------------------------------
@@ -188,7 +276,7 @@ def test_failure_names_the_task_its_log_and_the_log_tail(tmp_path, s3_store, pip
 
 @pytest.mark.slow
 def test_stock_tfx_entrypoint_fails_as_on_kubeflow(tmp_path, s3_store, pipeline_root):
-    """tensorflow/tfx#7768: TFX 1.16's entrypoint cannot read the untyped input artifacts a 2.0 driver gives it."""
+    """tensorflow/tfx#7768: TFX 1.16's entrypoint cannot read input artifacts typed `{"instanceSchema": ""}`, as drivers do."""
     importer = tfx.dsl.Importer(
         source_uri=str(tmp_path / "examples"), artifact_type=standard_artifacts.Examples, properties={"split_names": '["train"]'}
     ).with_id("examples_importer")
@@ -198,7 +286,8 @@ def test_stock_tfx_entrypoint_fails_as_on_kubeflow(tmp_path, s3_store, pipeline_
     assert not result.success
     assert states(result) == {"examples_importer": "succeeded", "StatisticsGen": "failed"}
     assert "Task 'StatisticsGen' exited with code 1" in result.message
-    assert "UnboundLocalError" in result.message and "_retrieve_class_path" in result.message
+    assert "AttributeError: 'NoneType' object has no attribute 'get'" in result.message
+    assert "_retrieve_class_path" in result.message
 
 
 @pytest.mark.slow
@@ -247,13 +336,17 @@ def test_whole_pipeline_rehearses_and_pushes_a_model(tmp_path, s3_store, pipelin
     assert result.success, result.message
     assert list(states(result).values()) == ["succeeded"] * len(nodes)
     assert all(task.log_path.is_file() for task in result.tasks)
-    out = f"{pipeline_root}/rehearsed/rehearsal"
-    stored = s3_store.objects(out)
-    bucket_path = out.split("://")[1].split("/", 1)[1]
-    assert any(key.startswith(f"{bucket_path}/CsvExampleGen/examples/Split-train/") and key.endswith(".gz") for key in stored)
-    for key in ("SchemaGen/schema/schema.pbtxt", "Transform/transform_graph/transform_fn/saved_model.pb",
-                "Trainer/model/Format-Serving/saved_model.pb", "Evaluator/blessing/BLESSED"):
-        assert f"{bucket_path}/{key}" in stored, key
+    stored = s3_store.objects(f"{pipeline_root}/rehearsed/rehearsal")
+    outputs = {task.name: task.outputs for task in result.tasks}
+
+    def key(task: str, output: str) -> str:
+        return split_uri(outputs[task][output].uri)[1]
+
+    assert any(name.startswith(f"{key('CsvExampleGen', 'examples')}/Split-train/") and name.endswith(".gz") for name in stored)
+    for task, output, path in (("SchemaGen", "schema", "schema.pbtxt"),
+                               ("Transform", "transform_graph", "transform_fn/saved_model.pb"),
+                               ("Trainer", "model", "Format-Serving/saved_model.pb"), ("Evaluator", "blessing", "BLESSED")):
+        assert f"{key(task, output)}/{path}" in stored, (task, output, path)
     assert not [key for key in stored if key.endswith("/")], "no directory marker objects"
     (pushed,) = serving.iterdir()
     assert (pushed / "saved_model.pb").is_file()
