@@ -15,6 +15,11 @@ BASELINE_ID = "baseline"
 REFERENCE_ID = "reference_schema"
 STAGE_OF_NODE = {GATE_ID: "validation", BASELINE_ID: "evaluate", REFERENCE_ID: "schema"}
 
+# On Kubeflow only: the step before ingest that fingerprints the data files (dtfx.components.data_fingerprint), and
+# the parameter that carries the fingerprint from it to ingest, so that ingest's cache key follows the data.
+DATA_FINGERPRINT_ID = "data_fingerprint"
+DATA_FINGERPRINT_PARAMETER = "data_fingerprint"
+
 # Output keys of the TFX components whose artifacts the run summary and the report read.
 STATISTICS_OUTPUT = "statistics"
 MODEL_RUN_OUTPUT = "model_run"

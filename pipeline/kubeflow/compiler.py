@@ -5,7 +5,8 @@ PipelineSpec schema 2.1 (current KFP drivers reject 2.0's constant parameters) a
 container started as `python -m dtfx.components.kfp_entrypoint` (tensorflow/tfx#7768). The
 compiled spec is then completed with what TFX leaves out of a bare PipelineSpec file: the
 run parameters' defaults, the default pipeline root, per-step resources and, as a second
-YAML document, the volumes.
+YAML document, the volumes. A `data_fingerprint` step goes before ingest, so that Kubeflow's
+cache reuses ingest and the steps after it exactly while the data files stay the same.
 
 Compiling reads and writes nothing but the output file: the step code is in the image, named
 by module path, so nothing is uploaded to the pipeline root, and the data is not opened.
@@ -14,6 +15,7 @@ by module path, so nothing is uploaded to the pipeline root, and the data is not
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 import os
@@ -22,7 +24,9 @@ import tempfile
 
 import yaml
 
+from dtfx.components import data_fingerprint
 from dtfx.components.kfp_executor_input import OUTPUT_TYPES_FLAG, type_title
+from dtfx.components.names import DATA_FINGERPRINT_ID, DATA_FINGERPRINT_PARAMETER
 from dtfx.components.trainer.cluster import Task, tasks
 from dtfx.components.trainer.kubernetes_job import OPERATORS, JobSettings, manifest
 from dtfx.pipeline.config import Config
@@ -32,8 +36,9 @@ from dtfx.pipeline.kubeflow import parameters, platform
 ENTRYPOINT = ["python", "-m", "dtfx.components.kfp_entrypoint"]
 # The executor kinds open-source Kubeflow Pipelines runs; `resolver` and `customJob` are Vertex AI only.
 OPEN_SOURCE_EXECUTORS = ("container", "importer")
-# The step that reads data.path. See `_finish` for why it is never cached.
+# The step that reads data.path; `_add_data_fingerprint` says how it is cached.
 INGEST_STEP = "ingest"
+INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"  # TFX's entrypoint: the step's input definitions, as JSON
 PREDICT_STEP = "predict"
 
 
@@ -78,7 +83,11 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
     steps = [node.id for node in pipeline.components]
     labels = {step: spec["components"][step]["executorLabel"] for step in steps if step in spec["components"]}
     in_job_pods = {platform.TRAIN_STEP} if training_job else set()
-    write_spec(output, spec, platform.platform_spec(config.kubeflow, labels, placed_elsewhere=in_job_pods))
+    platform_spec = platform.platform_spec(config.kubeflow, labels, placed_elsewhere=in_job_pods)
+    if DATA_FINGERPRINT_ID in spec["root"]["dag"]["tasks"]:
+        _share_ingest_platform(spec, platform_spec)
+        steps.insert(0, DATA_FINGERPRINT_ID)
+    write_spec(output, spec, platform_spec)
     if training_job is None:
         with contextlib.suppress(FileNotFoundError):  # from an earlier compile to this file: no longer true
             os.remove(training_job_path(output))
@@ -155,24 +164,80 @@ def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root:
         resources = platform.resource_spec(wanted)
         if resources:
             executors[spec["components"][step]["executorLabel"]]["container"]["resources"] = resources
-    # Locally, TFX's ExampleGen driver fingerprints the data files, so changed data is ingested again.
-    # Open-source Kubeflow does not run that driver (the preCacheCheck hook is Vertex AI only) and keys its
-    # cache on the step's settings alone, so a cached ingest would return the first run's examples for as
-    # long as data.path stays the same. Ingest therefore always runs; as Kubeflow keys the later steps on
-    # their input artifacts, they run again too. A failed run resumes with the UI's Retry instead.
-    # TFX gives ingest's container a `lifecycle.preCacheCheck` hook that runs its ExampleGen driver before
-    # the cache lookup. Only Vertex AI Pipelines runs it; an open-source backend carries it unread. It is
-    # removed, so that the compiled file holds only what the cluster runs.
+    # TFX gives ingest's container a `lifecycle.preCacheCheck` hook that runs its ExampleGen driver (which
+    # fingerprints the data files) before the cache lookup. Only Vertex AI Pipelines runs it; an open-source
+    # backend carries it unread. It is removed, so that the compiled file holds only what the cluster runs;
+    # the data_fingerprint step does that driver's part instead.
     for executor in executors.values():
         executor.get("container", {}).pop("lifecycle", None)
     _add_output_types(spec)
-    ingest = tasks.get(INGEST_STEP)
-    if ingest is not None and ingest.pop("cachingOptions", None):
-        notes.append("ingest is never cached on Kubeflow (its cache would not see changed data); use Retry to resume a run")
+    if tasks.get(INGEST_STEP) is not None:
+        _add_data_fingerprint(spec)
+        notes.append(f"{DATA_FINGERPRINT_ID} lists the data files in every run; ingest and the steps after it are "
+                     "taken from Kubeflow's cache while the files and their settings stay the same")
     predict = tasks.get(PREDICT_STEP)
     if predict is not None:
         predict.pop("cachingOptions", None)  # as ingest: it reads predict.data, whose changes a cache would not see
     return notes
+
+
+def _add_data_fingerprint(spec: dict) -> None:
+    """Puts the `data_fingerprint` step before ingest and passes its value to ingest as a parameter.
+
+    Open-source Kubeflow keys its cache on a step's input artifact ids, parameter values, outputs,
+    image and command (backend/src/v2/cacheutils/cache.go, GenerateCacheKey; the same from 2.0 to
+    2.17): the files behind ingest's `input_base` are not in it, so a cached ingest would return the
+    first run's examples for as long as data.path stays the same. The fingerprint step reads ingest's
+    own `input_base` and `input_config`, is never cached (no `cachingOptions`), and its output
+    parameter reaches ingest through `taskOutputParameter` (resolved from the producer's ML Metadata
+    execution by every 2.x driver): ingest's key, and through its new examples' ids every later
+    step's, changes exactly when the data does. Ingest keeps TFX's `cachingOptions`. Its TFX
+    entrypoint hands the extra parameter to the executor as an exec property, which it does not read;
+    the parameter is wired here only, so local runs (TFX's own driver fingerprints the data there)
+    and their cache are untouched.
+    """
+    tasks = spec["root"]["dag"]["tasks"]
+    ingest = tasks[INGEST_STEP]
+    component = spec["components"][ingest["componentRef"]["name"]]
+    container = spec["deploymentSpec"]["executors"][component["executorLabel"]]["container"]
+    data_inputs = {name: ingest["inputs"]["parameters"][name]
+                   for name in (data_fingerprint.INPUT_BASE, data_fingerprint.INPUT_CONFIG)}
+    string = {"parameterType": "STRING"}
+    label = f"{DATA_FINGERPRINT_ID}_executor"
+    spec["components"][DATA_FINGERPRINT_ID] = {
+        "executorLabel": label,
+        "inputDefinitions": {"parameters": {name: dict(string) for name in data_inputs}},
+        "outputDefinitions": {"parameters": {DATA_FINGERPRINT_PARAMETER: dict(string)}},
+    }
+    spec["deploymentSpec"]["executors"][label] = {"container": {
+        "image": container["image"],
+        "command": ["python", "-m", data_fingerprint.__name__],
+        "args": ["--executor_input", "{{$}}"],
+    }}
+    tasks[DATA_FINGERPRINT_ID] = {
+        "componentRef": {"name": DATA_FINGERPRINT_ID},
+        "inputs": {"parameters": copy.deepcopy(data_inputs)},
+        "taskInfo": {"name": DATA_FINGERPRINT_ID},
+    }
+    component["inputDefinitions"]["parameters"][DATA_FINGERPRINT_PARAMETER] = dict(string)
+    ingest["inputs"]["parameters"][DATA_FINGERPRINT_PARAMETER] = {
+        "taskOutputParameter": {"producerTask": DATA_FINGERPRINT_ID, "outputParameterKey": DATA_FINGERPRINT_PARAMETER}}
+    # Argo's DAG, which the backend compiles from the spec, orders tasks by dependentTasks alone.
+    ingest["dependentTasks"] = sorted({*ingest.get("dependentTasks", []), DATA_FINGERPRINT_ID})
+    args = container["args"]
+    if INPUTS_SPEC_FLAG in args:  # TFX's entrypoint types the parameters from it: keep it the same as the definitions
+        at = args.index(INPUTS_SPEC_FLAG) + 1
+        inputs_spec = json.loads(args[at])
+        inputs_spec.setdefault("parameters", {})[DATA_FINGERPRINT_PARAMETER] = dict(string)
+        args[at] = json.dumps(inputs_spec, indent=2)
+
+
+def _share_ingest_platform(spec: dict, platform_spec: dict | None) -> None:
+    """Gives the data_fingerprint step ingest's volumes, secrets and placement: it reads the same files."""
+    executors = (platform_spec or {}).get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
+    ingest_label = spec["components"][spec["root"]["dag"]["tasks"][INGEST_STEP]["componentRef"]["name"]]["executorLabel"]
+    if ingest_label in executors:
+        executors[spec["components"][DATA_FINGERPRINT_ID]["executorLabel"]] = copy.deepcopy(executors[ingest_label])
 
 
 def _add_output_types(spec: dict) -> None:

@@ -108,6 +108,9 @@ def test_every_step_runs_dtfx_entrypoint_from_the_image(spec):
     for label, executor in spec["deploymentSpec"]["executors"].items():
         container = executor["container"]
         assert container["image"] == CLUSTER_KEYS["kubeflow.image"], label
+        if label == "data_fingerprint_executor":  # not a TFX step: its own module, fed the executor input
+            assert container["command"] == ["python", "-m", "dtfx.components.data_fingerprint"], label
+            continue
         assert container["command"] == ENTRYPOINT, label
         # The entrypoint types input artifacts from these input definitions (tensorflow/tfx#7768).
         assert "--json_serialized_inputs_spec_args" in container["args"], label
@@ -154,10 +157,20 @@ def test_no_step_has_a_hook_only_vertex_runs(spec):
     assert all("lifecycle" not in executor["container"] for executor in spec["deploymentSpec"]["executors"].values())
 
 
-def test_ingest_is_never_cached_the_other_steps_are(spec):
+def test_every_step_but_the_data_fingerprint_is_cached_and_ingest_is_keyed_on_it(compiled, spec):
     tasks = spec["root"]["dag"]["tasks"]
-    assert "cachingOptions" not in tasks["ingest"]
-    assert all(task["cachingOptions"] == {"enableCache": True} for name, task in tasks.items() if name != "ingest")
+    assert "cachingOptions" not in tasks["data_fingerprint"]
+    assert all(task["cachingOptions"] == {"enableCache": True} for name, task in tasks.items() if name != "data_fingerprint")
+    ingest = tasks["ingest"]
+    assert ingest["inputs"]["parameters"]["data_fingerprint"] == {
+        "taskOutputParameter": {"producerTask": "data_fingerprint", "outputParameterKey": "data_fingerprint"}}
+    assert ingest["dependentTasks"] == ["data_fingerprint"]
+    # The fingerprint lists what ingest reads: its parameters are ingest's own.
+    for name in ("input_base", "input_config"):
+        assert tasks["data_fingerprint"]["inputs"]["parameters"][name] == ingest["inputs"]["parameters"][name]
+    # It reads the data volume as ingest does.
+    platform = list(yaml.safe_load_all(compiled[0].read_text()))[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert platform["data_fingerprint_executor"] == platform["ingest_executor"]
 
 
 def test_compile_needs_neither_the_data_nor_the_pipeline_root(tmp_path, capsys):

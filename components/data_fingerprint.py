@@ -1,0 +1,87 @@
+"""The `data_fingerprint` step of a compiled Kubeflow pipeline: the data files ingest will read, as one value.
+
+Kubeflow Pipelines keys its cache on a step's input artifact ids, parameter values, outputs,
+image and command (backend/src/v2/cacheutils/cache.go, GenerateCacheKey), never on the files a
+parameter names; and TFX's ExampleGen driver, which fingerprints the data on a local run, does
+not run there. This step runs before ingest, never cached: it lists the files ingest will read
+(the same `input_base` and `input_config`, the same listing as the ingest executor) with their
+sizes and modification times, and ingest takes the digest as its parameter `data_fingerprint`.
+Ingest's cache key then changes exactly when a data file is added, removed or rewritten.
+
+Run as `python -m dtfx.components.data_fingerprint --executor_input '{{$}}'`. The value goes
+back in the executor output file as an output parameter: KFP's launcher reads output parameters
+from there first (backend/src/v2/component/launcher_v2.go, collectOutputParameters, 2.0 to 2.17).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+
+from dtfx.components.errors import DataError
+from dtfx.components.names import DATA_FINGERPRINT_PARAMETER
+
+INPUT_BASE = "input_base"
+INPUT_CONFIG = "input_config"
+
+
+def data_pattern(input_base: str, input_config: str) -> str:
+    """The glob ingest reads: its one input split's pattern under `input_base` (TFX's Input proto, as JSON)."""
+    splits = json.loads(input_config).get("splits", [])
+    if len(splits) != 1:
+        raise ValueError(f"input_config must have one split, as ingest reads one: {input_config}")
+    return os.path.join(input_base, splits[0]["pattern"])
+
+
+def fingerprint(pattern: str) -> str:
+    """A digest of the names, sizes and modification times (in nanoseconds) of the files ingest reads at `pattern`.
+
+    Raises DataError when no file matches, as ingest would.
+    """
+    from tfx.dsl.io import fileio
+
+    from dtfx.components.example_gen.sources import list_data_files
+
+    files = list_data_files(pattern)
+    if not files:
+        raise DataError(f"{pattern}: no data file matches")
+    # os.stat for files on a volume: TensorFlow's stat, which TFX's fileio picks for them, rounds times to seconds.
+    listing = [[path, *_size_and_mtime(fileio.stat(path) if "://" in path else os.stat(path))] for path in files]
+    digest = hashlib.sha256(json.dumps(listing).encode()).hexdigest()
+    total = sum(size for _, size, _ in listing)
+    return f"sha256:{digest} ({len(files)} file{'s' if len(files) != 1 else ''}, {total} bytes)"
+
+
+def _size_and_mtime(stat) -> tuple[int, int]:
+    """(bytes, modification time in ns) from either stat result TFX's filesystems give (os.stat, tf.io.gfile.stat)."""
+    if isinstance(stat, os.stat_result):
+        return stat.st_size, stat.st_mtime_ns
+    return stat.length, stat.mtime_nsec
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Reads the step's parameters from the executor input, writes the fingerprint as its output parameter."""
+    parser = argparse.ArgumentParser(prog="python -m dtfx.components.data_fingerprint")
+    parser.add_argument("--executor_input", required=True, help="the ExecutorInput JSON ({{$}})")
+    args = parser.parse_args(argv)
+    executor_input = json.loads(args.executor_input)
+    values = executor_input["inputs"]["parameterValues"]
+    pattern = data_pattern(values[INPUT_BASE], values[INPUT_CONFIG])
+    try:
+        value = fingerprint(pattern)
+    except DataError as error:
+        print(f"dtfx: {error}", file=sys.stderr)
+        return 2
+    print(f"{DATA_FINGERPRINT_PARAMETER} of {pattern}: {value}")
+    output_file = executor_input["outputs"]["outputFile"]
+    os.makedirs(os.path.dirname(output_file), exist_ok=True)
+    with open(output_file, "w", encoding="utf-8") as handle:
+        json.dump({"parameterValues": {DATA_FINGERPRINT_PARAMETER: value}}, handle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
