@@ -136,7 +136,7 @@ def rehearse_command(args) -> int:
 
     from dtfx.pipeline.kubeflow.compiler import compile_pipeline
     from dtfx.pipeline.kubeflow.object_store import ObjectStore, local_s3_server
-    from dtfx.pipeline.kubeflow.rehearsal import RehearsalError, rehearse
+    from dtfx.pipeline.kubeflow.rehearsal import REPORT_FILE, RehearsalError, rehearse
     spec_path = os.path.join(workdir, "pipeline.yaml")
     # It pushes to the pipeline's serving directory, as a run does: never beside a run of the same pipeline.
     if args.s3_endpoint:
@@ -146,21 +146,30 @@ def rehearse_command(args) -> int:
     else:
         stores = local_s3_server()
     with run_lock.exclusive(config), stores as store:
+        from dtfx.pipeline.kubeflow.cache import RehearsalMetadata, metadata_directory
+
+        # Kubeflow's cache outlives a run: so does the rehearsals' (the server a rehearsal starts keeps no objects).
+        metadata = RehearsalMetadata(metadata_directory(layout.pipeline_dir(config), args.s3_endpoint),
+                                     keep_objects=not args.s3_endpoint)
         compile_pipeline(config, spec_path, config.kubeflow.image or REHEARSAL_IMAGE, root)
         print(f"compiled: {spec_path}")
         store.ensure_bucket(root)
         print(f"artifacts: {root} in the S3 API at {store.endpoint}")
         print(f"{'task':<18}{'state':<11}{'seconds':>8}", flush=True)
         try:
-            result = rehearse(spec_path, workdir, store, root, args.kfp_version, on_task=_print_task, python=args.python)
+            result = rehearse(spec_path, workdir, store, root, args.kfp_version, on_task=_print_task, python=args.python,
+                              metadata=metadata)
         except RehearsalError as error:  # the compiler refuses such specs first; this is a dtfx bug if it happens
             raise RuntimeError(str(error)) from None
-        store.mirror(root, os.path.join(workdir, "store"))
+        # This run's own objects: a cached task's are where the run that made them put them.
+        store.mirror(f"{root.rstrip('/')}/{config.pipeline.name}/{result.run_id}", os.path.join(workdir, "store"))
     for task in result.tasks:
         if task.state == "skipped":
             _print_task(task)
+    print(_cache_line(result, metadata))
     print(f"logs: {workdir}/logs")
-    print(f"artifacts copied from the store: {workdir}/store")
+    print(f"the objects this run wrote, copied from the store: {workdir}/store")
+    print(f"task states: {os.path.join(workdir, REPORT_FILE)}")
     seconds = time.monotonic() - started
     if not result.success:
         print(f"error: {result.message}", file=sys.stderr)
@@ -218,8 +227,19 @@ def _print_compiled(compiled, keep: bool = True) -> None:
 
 
 def _print_task(task) -> None:
-    seconds = f"{task.seconds:8.1f}" if task.state != "skipped" else f"{'-':>8}"
+    """One row of the task table: name, state (run, cached, failed, skipped) and seconds (none for a task no pod ran)."""
+    seconds = f"{task.seconds:8.1f}" if task.state in ("run", "failed") else f"{'-':>8}"
     print(f"{task.name:<18}{task.state:<11}{seconds}", flush=True)
+
+
+def _cache_line(result, metadata) -> str:
+    """How many tasks ran and how many came from the cache, and where the cache is kept."""
+    ran = sum(task.state == "run" for task in result.tasks)
+    cached = [task for task in result.tasks if task.state == "cached"]
+    sources = sorted({task.cached_from for task in cached})
+    reused = f" (from {', '.join(sources)})" if sources else ""
+    tasks = f"{ran} task{'s' if ran != 1 else ''} run, {len(cached)} cached{reused}"
+    return f"run {result.run_id}: {tasks}; cache: {metadata.directory}"
 
 
 def _pushed_line(result) -> str:
@@ -229,6 +249,9 @@ def _pushed_line(result) -> str:
         return "pushed: nothing (the pipeline has no push step)"
     artifact = push.outputs.get(PUSHED_MODEL_OUTPUT)
     metadata = artifact.metadata if artifact else {}
+    if push.state == "cached":  # no pod ran: as on a cluster, the model is not pushed again
+        earlier = f"pushed to {metadata.get('pushed_destination')}" if metadata.get("pushed") else "not pushed"
+        return f"pushed: nothing new (push is cached: the same model, blessed the same, was {earlier} in {push.cached_from})"
     if metadata.get("pushed"):
         return f"pushed: {metadata.get('pushed_destination')}"
     return "pushed: nothing (the evaluator did not bless the model)"

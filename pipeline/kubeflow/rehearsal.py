@@ -15,6 +15,12 @@ Each step runs in a fresh process, in a directory of its own that stands for the
 filesystem, with the image's environment (the Dockerfile's `ENV`s) rather than this one's, and
 with this environment's Python (the image's, with dtfx installed, in a pod). The first failing
 step stops the run; the message names it, its log and the log's last lines.
+
+Tasks are cached as Kubeflow caches them (dtfx.pipeline.kubeflow.cache): a task whose cache key
+matches an earlier successful execution is `cached`, its outputs that execution's artifacts; the
+others `run`. Given the pipeline's `RehearsalMetadata`, the cache outlives the rehearsal, as the
+cluster's ML Metadata outlives a run. Each task's state goes into `rehearsal.json` beside the
+compiled file.
 """
 
 from __future__ import annotations
@@ -35,13 +41,14 @@ import yaml
 
 from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS, LOCAL_ROOT_ENV, local_path_for_uri, type_title
 from dtfx.components.trainer.kubernetes_training import LOCAL_PROCESSES_ENV
-from dtfx.pipeline.kubeflow import driver
+from dtfx.pipeline.kubeflow import cache, driver
 from dtfx.pipeline.kubeflow.image import image_environment, pod_environment
 from dtfx.pipeline.kubeflow.object_store import LauncherError, ObjectStore, is_store_uri
 
 PYTHON_COMMANDS = {"python", "python3"}
 TAIL_LINES = 30
-RUN_ID = "rehearsal"
+RUN_ID = cache.FIRST_RUN
+REPORT_FILE = "rehearsal.json"  # beside the compiled file: each task's state, as the Kubeflow UI shows it
 # A placeholder of the compiled command: {{$}} or {{$.inputs.parameters['k']}} / {{$.outputs.artifacts['k'].path}}.
 PLACEHOLDER = re.compile(r"\{\{\$(?:\.(inputs|outputs)\.(parameters|artifacts)\['([^']+)'\](?:\.(uri|path|output_file))?)?\}\}")
 
@@ -52,10 +59,12 @@ class RehearsalError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class TaskRun:
-    """One task of a rehearsal: state is "succeeded", "failed" or "skipped" (not reached).
+    """One task of a rehearsal: state is "run" (it ran and succeeded), "cached" (its outputs came from an earlier
+    execution with the same cache key), "failed" or "skipped" (not reached).
 
-    `outputs` maps each output key of a succeeded task to its artifact as ML Metadata would
-    keep it: the URI and the metadata the step reported.
+    `outputs` maps each output key of a run or cached task to its artifact as ML Metadata would
+    keep it: the URI and the metadata the step reported. `fingerprint` is its cache key's
+    fingerprint (empty for a task that is never cached), `cached_from` the run whose execution it reused.
     """
 
     name: str
@@ -63,6 +72,8 @@ class TaskRun:
     seconds: float = 0.0
     log_path: Path | None = None
     outputs: dict[str, driver.Artifact] = dataclasses.field(default_factory=dict)
+    fingerprint: str = ""
+    cached_from: str = ""
 
 
 @dataclasses.dataclass
@@ -73,6 +84,7 @@ class RehearsalResult:
     tasks: list[TaskRun]
     pipeline_root: str
     message: str = ""
+    run_id: str = RUN_ID
 
 
 def load_spec(path: str | os.PathLike) -> dict:
@@ -118,6 +130,7 @@ def rehearse(
     kfp_version: str = driver.NEWEST,
     on_task: Callable[[TaskRun], None] | None = None,
     python: str = sys.executable,
+    metadata: cache.RehearsalMetadata | None = None,
 ) -> RehearsalResult:
     """Runs the compiled pipeline at `pipeline_spec_path` task by task, as Kubeflow `kfp_version` would.
 
@@ -127,27 +140,62 @@ def rehearse(
     it finishes. Each step's Python is the interpreter at `python`, with the image's environment
     variables (the caller checks that it is the image's Python and packages: image.environment_problems).
     Raises RehearsalError before running anything if the spec cannot run on open-source Kubeflow.
+
+    `metadata` is the ML Metadata the cache looks up and records in (by default one that lives for
+    this rehearsal only); its objects, if it keeps them, are put into `store` first, and this
+    run's new outputs kept after. Writes `rehearsal.json` beside the compiled file.
     """
     spec = load_spec(pipeline_spec_path)
     check_rehearsable(spec)
     version = driver.profile(kfp_version)
     workdir = Path(workdir).resolve()
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    metadata = metadata or cache.RehearsalMetadata()
+    metadata.restore(store)
     store.ensure_bucket(pipeline_root)
-    run = _Run(spec, workdir, store, pipeline_root, version, on_task, python)
+    run = _Run(spec, workdir, store, pipeline_root, version, on_task, python, metadata, metadata.new_run(),
+               _platform_executors(pipeline_spec_path))
     order = _topological_order(spec["root"]["dag"]["tasks"])
-    for name in order:
-        if not run.run_task(name):
-            break
+    try:
+        for name in order:
+            if not run.run_task(name):
+                break
+    finally:
+        for task in run.tasks:  # what the next rehearsal may reuse (those that ran and succeeded)
+            for artifact in task.outputs.values() if task.state == "run" else ():
+                if is_store_uri(artifact.uri):
+                    metadata.keep(store, artifact.uri)
     ran = {task.name for task in run.tasks}
     skipped = [TaskRun(name, "skipped") for name in order if name not in ran]
-    return RehearsalResult(not run.failure, run.tasks + skipped, pipeline_root, run.failure)
+    result = RehearsalResult(not run.failure, run.tasks + skipped, pipeline_root, run.failure, run.run_id)
+    write_report(Path(pipeline_spec_path).parent / REPORT_FILE, result, spec["pipelineInfo"]["name"], version.version)
+    return result
+
+
+def write_report(path: Path, result: RehearsalResult, pipeline: str, kfp_version: str) -> None:
+    """Writes what each task did, as `dtfx rehearse` prints it, to the JSON file `path`."""
+    tasks = [{"name": task.name, "state": task.state, "seconds": round(task.seconds, 1),
+              "log": str(task.log_path) if task.log_path else None, "cache_fingerprint": task.fingerprint or None,
+              "cached_from": task.cached_from or None}
+             for task in result.tasks]
+    report = {"pipeline": pipeline, "run_id": result.run_id, "kfp_version": kfp_version, "success": result.success,
+              "message": result.message, "pipeline_root": result.pipeline_root, "tasks": tasks}
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def _platform_executors(path: str | os.PathLike) -> dict:
+    """The Kubernetes platform spec's config per executor label (the compiled file's second YAML document), if any."""
+    with open(path, encoding="utf-8") as handle:
+        documents = list(yaml.safe_load_all(handle))
+    platform = documents[1] if len(documents) > 1 and documents[1] else {}
+    return platform.get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
 
 
 class _Run:
     """The state of one rehearsal: each task's outputs, as the next tasks' driver looks them up."""
 
-    def __init__(self, spec, workdir, store, pipeline_root, version, on_task, python):
+    def __init__(self, spec, workdir, store, pipeline_root, version, on_task, python, metadata=None, run_id=RUN_ID,
+                 platform_executors=None):
         self.spec = spec
         self.workdir = workdir
         self.store = store
@@ -157,7 +205,10 @@ class _Run:
         self.tasks: list[TaskRun] = []
         self.outputs: dict[str, dict[str, driver.Artifact]] = {}
         self.failure = ""
-        self._ids = 0
+        self.metadata = metadata or cache.RehearsalMetadata()
+        self.run_id = run_id
+        self.platform_executors = platform_executors or {}
+        self.parameter_outputs: dict[str, dict] = {}
         self.python = python
         self._image = image_environment()
 
@@ -168,27 +219,57 @@ class _Run:
         executor = self.spec["deploymentSpec"]["executors"][component["executorLabel"]]
         log_path = self.workdir / "logs" / f"{name}.log"
         start = time.monotonic()
+        fingerprint, cached = "", None
         with open(log_path, "w") as log:
             try:
                 inputs = self._input_artifacts(task)
                 parameters = self._parameters(task)
                 if "importer" in executor:
-                    outputs = self._import(executor["importer"], component, parameters)
+                    outputs = {key: self.metadata.imported(artifact)
+                               for key, artifact in self._import(executor["importer"], component, parameters).items()}
                 else:
-                    outputs = self._run_container(name, executor["container"], component, inputs, parameters, log)
+                    fingerprint = self._cache_fingerprint(task, component, executor["container"], inputs, parameters)
+                    cached = self.metadata.cached(fingerprint) if fingerprint else None
+                    if cached:
+                        print(f"driver: cache hit, fingerprint {fingerprint}: the outputs of task {cached.task!r} in run "
+                              f"{cached.run} (execution {cached.id}); no pod runs", file=log)
+                        outputs, self.parameter_outputs[name] = cached.outputs, cached.parameters
+                    else:
+                        outputs = self._run_container(name, executor["container"], component, inputs, parameters, log)
+                        if fingerprint:  # the launcher records it once the step succeeded
+                            self.metadata.record(name, self.run_id, fingerprint, outputs, self.parameter_outputs.get(name, {}))
             except (LauncherError, _StepFailed) as error:
                 print(f"{type(error).__name__}: {error}", file=log)
-                self._record(TaskRun(name, "failed", time.monotonic() - start, log_path))
+                self._record(TaskRun(name, "failed", time.monotonic() - start, log_path, fingerprint=fingerprint))
                 self.failure = f"Task {name!r} {error}. Log: {log_path}\nLast lines of the log:\n{_tail(log_path)}"
                 return False
         self.outputs[name] = outputs
-        self._record(TaskRun(name, "succeeded", time.monotonic() - start, log_path, outputs))
+        state = "cached" if cached else "run"
+        self._record(TaskRun(name, state, time.monotonic() - start, log_path, outputs, fingerprint,
+                             cached.run if cached else ""))
         return True
+
+    def _cache_fingerprint(self, task: dict, component: dict, container: dict, inputs: dict, parameters: dict) -> str:
+        """The task's cache key fingerprint as the driver computes it, or "" when the task is not cached."""
+        if not task.get("cachingOptions", {}).get("enableCache"):
+            return ""
+        definitions = component.get("outputDefinitions", {}).get("artifacts", {})
+        # The key wipes the output URIs: any task root gives the same key.
+        executor_input = driver.executor_input(self.version, inputs, parameters, definitions, "", str(self.workdir))
+        types = {key: output.get("parameterType", "")
+                 for key, output in component.get("outputDefinitions", {}).get("parameters", {}).items()}
+        pvc_names = []
+        if tuple(int(part) for part in self.version.version.split(".")) >= cache.PVC_NAMES_SINCE:
+            mounts = self.platform_executors.get(component["executorLabel"], {}).get("pvcMount", [])
+            pvc_names = sorted({mount["constant"] for mount in mounts if "constant" in mount})
+        command = [*container.get("command", []), *container.get("args", [])]
+        return cache.fingerprint(cache.cache_key(executor_input, types, command, container.get("image", ""), pvc_names))
 
     def _run_container(self, name, container, component, inputs, parameters, log) -> dict[str, driver.Artifact]:
         pod = self.workdir / "pods" / name
+        pod.mkdir(parents=True, exist_ok=True)  # the step's working directory, also for a step without artifacts
         definitions = component.get("outputDefinitions", {}).get("artifacts", {})
-        root = driver.task_root(self.version, self.pipeline_root, self.spec["pipelineInfo"]["name"], RUN_ID, name)
+        root = driver.task_root(self.version, self.pipeline_root, self.spec["pipelineInfo"]["name"], self.run_id, name)
         executor_input = driver.executor_input(self.version, inputs, parameters, definitions, root, str(pod))
         for key, artifact in inputs.items():  # the launcher, before the step
             if is_store_uri(artifact.uri):
@@ -203,6 +284,7 @@ class _Run:
         returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=pod, env=self._pod_env(pod)).returncode
         if returncode != 0:
             raise _StepFailed(f"exited with code {returncode}")
+        self.parameter_outputs[name] = _output_parameters(component, _executor_output(executor_input["outputs"]["outputFile"]))
         return self._upload_outputs(executor_input, definitions, str(pod), log)
 
     def _upload_outputs(self, executor_input: dict, definitions: dict, pod: str, log) -> dict[str, driver.Artifact]:
@@ -261,8 +343,11 @@ class _Run:
                 values[key] = defaults.get(source["componentInputParameter"])
             elif "runtimeValue" in source:
                 values[key] = source["runtimeValue"].get("constant")
+            elif "taskOutputParameter" in source:  # from the producer's execution, cached or not
+                producer = source["taskOutputParameter"]
+                values[key] = self.parameter_outputs[producer["producerTask"]][producer["outputParameterKey"]]
             else:
-                raise _StepFailed(f"takes parameter {key!r} from another task's output, which dtfx never compiles")
+                raise _StepFailed(f"takes parameter {key!r} in a way a rehearsal cannot resolve: {source}")
         return values
 
     def _pod_env(self, pod: Path) -> dict[str, str]:
@@ -281,8 +366,7 @@ class _Run:
         return env
 
     def _next_id(self) -> str:
-        self._ids += 1
-        return str(self._ids)
+        return self.metadata.new_artifact_id()
 
     def _record(self, run: TaskRun) -> None:
         self.tasks.append(run)
@@ -321,6 +405,20 @@ def _executor_output(path: str) -> dict:
             return json.load(handle)
     except ValueError as error:
         raise _StepFailed(f"wrote output metadata that cannot be read ({error})") from None
+
+
+def _output_parameters(component: dict, reported: dict) -> dict:
+    """The step's output parameters as the launcher collects them from the executor output file.
+
+    KFP's collectOutputParameters also reads `/tmp/kfp/outputs/<name>` files; dtfx's steps write
+    the executor output, so a declared parameter missing there fails the step, as a missing file would.
+    """
+    declared = component.get("outputDefinitions", {}).get("parameters", {})
+    values = reported.get("parameterValues", {})
+    missing = sorted(set(declared) - set(values))
+    if missing:
+        raise _StepFailed(f"did not write its output parameter {', '.join(missing)}")
+    return {key: values[key] for key in declared}
 
 
 def _topological_order(tasks: dict) -> list[str]:

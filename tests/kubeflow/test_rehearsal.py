@@ -146,7 +146,7 @@ def test_importer_runs_without_a_subprocess(tmp_path, s3_store, pipeline_root):
     result = rehearse(compile_tfx(tmp_path, [importer.with_id("schema_importer")]), tmp_path / "work", s3_store, pipeline_root)
 
     assert result.success, result.message
-    assert states(result) == {"schema_importer": "succeeded"}
+    assert states(result) == {"schema_importer": "run"}
     (imported,) = result.tasks[0].outputs.values()
     assert imported.uri == "minio://models/schema/1" and imported.title == "tfx.Schema"
     assert imported.metadata == {"store_session_info": '{"Provider":"minio","Params":{"fromEnv":"true"}}'}, (
@@ -196,7 +196,7 @@ def test_failure_names_the_task_its_log_and_the_log_tail(tmp_path, s3_store, pip
     result = rehearse(compile_failing_kfp_pipeline(tmp_path / "pipeline.yaml"), tmp_path / "work", s3_store, pipeline_root)
 
     assert not result.success
-    assert states(result) == {"write": "succeeded", "fail": "failed", "never": "skipped"}
+    assert states(result) == {"write": "run", "fail": "failed", "never": "skipped"}
     failed = result.tasks[1]
     assert failed.log_path == tmp_path / "work" / "logs" / "fail.log"
     assert "Task 'fail' exited with code 3" in result.message
@@ -284,7 +284,7 @@ def test_stock_tfx_entrypoint_fails_as_on_kubeflow(tmp_path, s3_store, pipeline_
     result = rehearse(compile_tfx(tmp_path, [importer, statistics]), tmp_path / "work", s3_store, pipeline_root, "2.0")
 
     assert not result.success
-    assert states(result) == {"examples_importer": "succeeded", "StatisticsGen": "failed"}
+    assert states(result) == {"examples_importer": "run", "StatisticsGen": "failed"}
     assert "Task 'StatisticsGen' exited with code 1" in result.message
     assert "AttributeError: 'NoneType' object has no attribute 'get'" in result.message
     assert "_retrieve_class_path" in result.message
@@ -334,7 +334,7 @@ def test_whole_pipeline_rehearses_and_pushes_a_model(tmp_path, s3_store, pipelin
     result = rehearse(spec, tmp_path / "work", s3_store, pipeline_root)
 
     assert result.success, result.message
-    assert list(states(result).values()) == ["succeeded"] * len(nodes)
+    assert list(states(result).values()) == ["run"] * len(nodes)
     assert all(task.log_path.is_file() for task in result.tasks)
     stored = s3_store.objects(f"{pipeline_root}/rehearsed/rehearsal")
     outputs = {task.name: task.outputs for task in result.tasks}

@@ -27,7 +27,7 @@ def fake_rehearsal(monkeypatch, result: RehearsalResult) -> list[tuple]:
     calls = []
     monkeypatch.setattr(compiler, "compile_pipeline", lambda *args: calls.append(("compile", *args)))
 
-    def rehearse(path, workdir, store, root, version, on_task=None):
+    def rehearse(path, workdir, store, root, version, on_task=None, python=None, metadata=None):
         calls.append(("rehearse", path, workdir, root, version))
         for task in result.tasks:
             if task.state != "skipped":
@@ -40,7 +40,7 @@ def fake_rehearsal(monkeypatch, result: RehearsalResult) -> list[tuple]:
 
 def test_a_failed_task_exits_1_with_its_log_tail(write_config, tmp_path, monkeypatch, capsys):
     log = tmp_path / "work" / "logs" / "transform.log"
-    tasks = [TaskRun("ingest", "succeeded", 9.5, tmp_path / "ingest.log"), TaskRun("transform", "failed", 3.25, log)]
+    tasks = [TaskRun("ingest", "run", 9.5, tmp_path / "ingest.log"), TaskRun("transform", "failed", 3.25, log)]
     message = f"Task 'transform' exited with code 1. Log: {log}\nLast lines of the log:\nValueError: boom"
     calls = fake_rehearsal(monkeypatch, RehearsalResult(False, [*tasks, TaskRun("train", "skipped")], "minio://b/p", message))
 
@@ -48,7 +48,7 @@ def test_a_failed_task_exits_1_with_its_log_tail(write_config, tmp_path, monkeyp
 
     out, err = capsys.readouterr()
     assert code == 1
-    assert re.search(r"ingest\s+succeeded\s+9\.5\n", out) and re.search(r"transform\s+failed\s+3\.2\n", out)
+    assert re.search(r"ingest\s+run\s+9\.5\n", out) and re.search(r"transform\s+failed\s+3\.2\n", out)
     assert re.search(r"train\s+skipped\s+-\n", out)
     assert f"logs: {tmp_path / 'work' / 'logs'}" in out
     assert "ValueError: boom" in err and str(log) in err
@@ -74,7 +74,7 @@ def test_a_rehearsal_beside_a_run_of_the_same_pipeline_exits_2(write_config, tmp
 def test_success_prints_the_pushed_model(write_config, tmp_path, monkeypatch, capsys):
     metadata = {"pushed": 1.0, "pushed_destination": "/serving/17"}
     pushed = Artifact("9", "minio://b/p/push/pushed_model", "tfx.PushedModel", metadata)
-    tasks = [TaskRun("train", "succeeded", 1.0), TaskRun("push", "succeeded", 0.5, None, {"pushed_model": pushed})]
+    tasks = [TaskRun("train", "run", 1.0), TaskRun("push", "run", 0.5, None, {"pushed_model": pushed})]
     fake_rehearsal(monkeypatch, RehearsalResult(True, tasks, "minio://b/p"))
 
     code = main(["rehearse", str(write_config()), "--workdir", str(tmp_path / "work")])
@@ -151,9 +151,9 @@ def test_rehearsal_of_the_shipped_config_pushes_a_servable_model(write_config, t
     assert any("/penguins/rehearsal/ingest/examples/Split-train/" in key for key in stored)
     assert any(key.endswith("/penguins/rehearsal/train/executor-logs") for key in stored), "the launcher keeps each log"
     assert s3_store.download(f"{root}/penguins/rehearsal/train/model", str(tmp_path / "model")) > 0
-    table = re.findall(r"^(\w+)\s+(succeeded|failed|skipped)\s+([\d.]+|-)$", result.stdout, re.MULTILINE)
+    table = re.findall(r"^(\w+)\s+(run|cached|failed|skipped)\s+([\d.]+|-)$", result.stdout, re.MULTILINE)
     assert {name for name, _, _ in table} >= {"ingest", "transform", "train", "baseline", "evaluate", "push"}
-    assert {state for _, state, _ in table} == {"succeeded"}
+    assert {state for _, state, _ in table} == {"run"}
     logs = Path(re.search(r"^logs: (.+)$", result.stdout, re.MULTILINE).group(1))
     assert {path.stem for path in logs.glob("*.log")} == {name for name, _, _ in table}
     # The run parameters' defaults reach the steps through Kubeflow's parameter passing.
