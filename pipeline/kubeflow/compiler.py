@@ -185,8 +185,8 @@ def _add_data_fingerprint(spec: dict) -> None:
     """Puts the `data_fingerprint` step before ingest and passes its value to ingest as a parameter.
 
     Open-source Kubeflow keys its cache on a step's input artifact ids, parameter values, outputs,
-    image and command (backend/src/v2/cacheutils/cache.go, GenerateCacheKey; the same from 2.0 to
-    2.17): the files behind ingest's `input_base` are not in it, so a cached ingest would return the
+    image and command, and from 2.15 its PVC names (backend/src/v2/cacheutils/cache.go, GenerateCacheKey,
+    2.0 to 2.17): the files behind ingest's `input_base` are not in it, so a cached ingest would return the
     first run's examples for as long as data.path stays the same. The fingerprint step reads ingest's
     own `input_base` and `input_config`, is never cached (no `cachingOptions`), and its output
     parameter reaches ingest through `taskOutputParameter` (resolved from the producer's ML Metadata
