@@ -53,7 +53,8 @@ def test_no_code_needs_a_newer_python_than_the_image():
     """vermin (pinned) finds the minimum Python of pipeline/ and components/: it must not be above the image's."""
     target = image.image_environment().python
     result = subprocess.run(
-        [sys.executable, "-c", "import sys, vermin; sys.exit(vermin.main())", "--no-tips", "--violations", f"--target={target}-", "pipeline", "components"],
+        [sys.executable, "-c", "import sys, vermin; sys.exit(vermin.main())", "--no-tips", "--violations",
+         f"--target={target}-", "pipeline", "components"],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:]

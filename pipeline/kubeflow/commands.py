@@ -131,7 +131,8 @@ def rehearse_command(args) -> int:
     workdir = args.workdir or os.path.join(layout.pipeline_dir(config), "rehearsals", f"{datetime.datetime.now():%Y%m%d-%H%M%S}")
     workdir = os.path.abspath(workdir)
     root = config.kubeflow.pipeline_root or DEFAULT_ROOT
-    print(f"dtfx: rehearsing pipeline {config.pipeline.name!r} in {workdir} (Kubeflow Pipelines {args.kfp_version})", flush=True)
+    kfp_version = args.kfp_version or config.kubeflow.kfp_version
+    print(f"dtfx: rehearsing pipeline {config.pipeline.name!r} in {workdir} (Kubeflow Pipelines {kfp_version})", flush=True)
     started = time.monotonic()
 
     from dtfx.pipeline.kubeflow.compiler import compile_pipeline
@@ -157,7 +158,7 @@ def rehearse_command(args) -> int:
         print(f"artifacts: {root} in the S3 API at {store.endpoint}")
         print(f"{'task':<18}{'state':<11}{'seconds':>8}", flush=True)
         try:
-            result = rehearse(spec_path, workdir, store, root, args.kfp_version, on_task=_print_task, python=args.python,
+            result = rehearse(spec_path, workdir, store, root, kfp_version, on_task=_print_task, python=args.python,
                               metadata=metadata)
         except RehearsalError as error:  # the compiler refuses such specs first; this is a dtfx bug if it happens
             raise RuntimeError(str(error)) from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -207,7 +208,7 @@ def test_a_rehearsal_runs_the_training_processes_on_this_machine(tmp_path, monke
     job, options = small_job(tmp_path)
     monkeypatch.setenv(kubernetes_training.LOCAL_PROCESSES_ENV, "local")
     assert not kubernetes_training.wanted(options)
-    pod_env = rehearsal._Run({}, tmp_path, None, "minio://b/r", "2.5", print)._pod_env(tmp_path / "pod")
+    pod_env = rehearsal._Run({}, tmp_path, None, "minio://b/r", None, print, sys.executable)._pod_env(tmp_path / "pod")
     assert pod_env[kubernetes_training.LOCAL_PROCESSES_ENV] == "local"
 
 
