@@ -1,4 +1,4 @@
-"""The bad-input corpus (tests/bad_inputs/cases.yaml) through the CLI, as a user meets it.
+"""The bad-input corpus (tests/bad_inputs/cases*.yaml) through the CLI, as a user meets it.
 
 Every case gets a scratch copy of tests/bad_inputs/, its config, and one dtfx command run
 there; the exit code and a line of the message must be the expected ones, no traceback may be
@@ -16,7 +16,8 @@ import yaml
 from tests.conftest import run_dtfx, set_key
 
 CORPUS = Path(__file__).parent / "bad_inputs"
-CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text())
+# cases.yaml, then each cases-<topic>.yaml (one file per round of mistakes, so that rounds stay apart).
+CASES = [case for path in sorted(CORPUS.glob("cases*.yaml")) for case in yaml.safe_load(path.read_text()) or []]
 HIDDEN_WORK_PREFIXES = (".incomplete-", ".push-")  # staging of ingest and of a push: never left behind
 
 
