@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from dtfx.pipeline.config_base import Section
+from dtfx.pipeline.config_base import PositiveInt32, Section, number_or_word
+from dtfx.pipeline.kubeflow_config import image_problem
 
 RUNNERS = ("direct", "portable", "flink", "spark", "dataflow")
+# The counts below reach the runners as Java ints of Beam's options (PortablePipelineOptions.getSdkWorkerParallelism,
+# FlinkPipelineOptions.getParallelism, DataflowPipelineWorkerPoolOptions.getMaxNumWorkers): 32-bit integers.
 # Runners whose workers run elsewhere: they cannot read this machine's files nor call back into it.
 CLUSTER_RUNNERS = ("flink", "spark", "dataflow")
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
@@ -26,7 +29,7 @@ class DirectOptions(Section):
         description="in_memory: one thread, the fastest for small data; multi_threading: threads in this process; "
         "multi_processing: worker processes (Beam's own gRPC servers on this machine).",
     )
-    workers: PositiveInt | Literal["auto"] = Field(
+    workers: number_or_word(PositiveInt32, "auto") = Field(  # type: ignore[valid-type]
         "auto", description="Threads or processes of multi_threading / multi_processing; auto: one per CPU (in_memory: 1)."
     )
 
@@ -49,20 +52,23 @@ class Environment(Section):
                              + ("(the worker pool's host:port)" if self.type == "external" else "(the worker command)"))
         if self.type == "loopback" and self.config:
             raise ValueError("environment type loopback takes no config")
+        problem = image_problem(self.config) if self.type == "docker" and self.config else None
+        if problem:
+            raise ValueError(f"config {problem}")
         return self
 
 
 class PortableOptions(Section):
     job_endpoint: str = Field(description="host:port of a Beam job service (a Flink, Spark or local job server).")
     environment: Environment = Field(default_factory=Environment, description="Where the SDK workers run.")
-    sdk_worker_parallelism: PositiveInt | None = Field(
+    sdk_worker_parallelism: PositiveInt32 | None = Field(
         None, description="Bundles each SDK worker runs at once; null: the runner's default."
     )
 
 
 class FlinkOptions(Section):
     master: str = Field(description="host:port of the Flink JobManager's REST endpoint (e.g. flink-jobmanager:8081).")
-    parallelism: PositiveInt | None = Field(None, description="Flink parallelism; null: the cluster's default.")
+    parallelism: PositiveInt32 | None = Field(None, description="Flink parallelism; null: the cluster's default.")
     environment: Environment = Field(default_factory=Environment, description="Where the SDK workers run.")
 
 
@@ -76,7 +82,7 @@ class DataflowOptions(Section):
     region: str = Field(description="Dataflow region, e.g. europe-west4.")
     temp_location: str = Field(description="gs:// path for Dataflow's temporary files.")
     machine_type: str | None = Field(None, description="Worker machine type, e.g. n2-standard-8; null: Dataflow's default.")
-    max_workers: PositiveInt | None = Field(None, description="Most workers autoscaling may start; null: Dataflow's default.")
+    max_workers: PositiveInt32 | None = Field(None, description="Most workers autoscaling may start; null: Dataflow's default.")
 
     @field_validator("temp_location")
     @classmethod

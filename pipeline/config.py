@@ -24,18 +24,83 @@ from dtfx.components.registry.metrics import TASKS, metrics_for
 from dtfx.components.registry.models import MODEL_TYPES, model_type_of
 from dtfx.components.registry.strategies import STRATEGIES
 from dtfx.pipeline.beam_config import BeamSection
-from dtfx.pipeline.config_base import Section
+from dtfx.pipeline.config_base import (
+    UNKNOWN_TYPE,
+    AtMost,
+    Int64,
+    NonNegativeInt64,
+    PositiveInt32,
+    PositiveInt64,
+    PositiveUInt32,
+    Section,
+    number_or_word,
+    plain_pattern,
+)
 from dtfx.pipeline.kubeflow_config import KubeflowSection
 
-# trainer.model: one section per registered model type, tried in registration order.
-ModelSection = Annotated[Union[tuple(entry.options for entry in MODEL_TYPES)], Field(union_mode="left_to_right")]  # noqa: UP007
+USER_MODEL = MODEL_TYPES.get("user")
+plain_pattern(next(item.pattern for item in USER_MODEL.options.model_fields["module"].metadata if hasattr(item, "pattern")),
+              "a dotted path to a function, module first, such as my_models.wide.build_fn")
+
+
+def _model_tag(value: Any) -> str:
+    # The section's `type` names its model type (a `module` alone: the user's own), so that only the chosen type's
+    # problems are reported, not one set per registered type.
+    if isinstance(value, dict):
+        named = value.get("type", USER_MODEL.name if "module" in value else "dnn")
+        return named if isinstance(named, str) else repr(named)
+    return next((entry.name for entry in MODEL_TYPES if isinstance(value, entry.options)), "dnn")
+
+
+def _any_of(schema: dict[str, Any]) -> None:
+    # Sections of several types can match one document ({} is a dnn, and a cnn, with their defaults): anyOf, not oneOf.
+    schema["anyOf"] = schema.pop("oneOf")
+
+
+# trainer.model: one section per registered model type, chosen by its `type`.
+ModelSection = Annotated[
+    Union[tuple(Annotated[entry.options, Tag(entry.name)] for entry in MODEL_TYPES)],  # noqa: UP007
+    Discriminator(
+        _model_tag,
+        custom_error_type=UNKNOWN_TYPE,
+        custom_error_message="is not a model type: use "
+        + ", ".join(entry.name for entry in MODEL_TYPES if entry is not USER_MODEL)
+        + ", or give module (your own build_fn) instead of type",
+    ),
+    Field(json_schema_extra=_any_of),
+]
+
+
+def _names_by_pattern(schema: dict[str, Any]) -> None:
+    # A mapping whose keys must match a pattern: patternProperties alone would let any other key through.
+    ((pattern, values),) = schema.pop("patternProperties").items()
+    schema.update(propertyNames={"pattern": pattern}, additionalProperties=values)
+
+
+SPLIT_NAME = ("a split name: letters, digits, '_' and '-', starting with a letter or digit, at most 64 characters "
+              "(each split becomes a directory of that name)")
+SplitName = Annotated[str, Field(pattern=plain_pattern(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$", SPLIT_NAME))]
+PIPELINE_NAME = ("a name of lower-case letters, digits and '-', starting with a letter, at most 63 characters "
+                 "(Kubeflow and ML Metadata use it as an identifier)")
+# Why the bounds that are not an integer's width are what they are.
+IMAGE_SIDE = AtMost(4096, "since every image becomes a float32 tensor of height x width x channels (4096 x 4096 x 3 is "
+                          "192 MiB), batch_size of them at once")
+MAX_TOKENS = AtMost(1_000_000, "since the model holds an embedding row per token; a million is more than the words of "
+                               "any language, and rarer tokens share the out-of-vocabulary buckets")
+OOV_BUCKETS = AtMost(1000, "since each bucket is one more embedding row of every categorical feature and text "
+                           "vocabulary, and values unseen in training are spread over them by hash: a thousand already "
+                           "keeps collisions rare")
+BATCH_SIZE = AtMost(1_048_576, "since a global batch is held in memory at once, split across the replicas; a million "
+                               "examples is far beyond the sizes training gains from")
+STEPS_PER_EXECUTION = AtMost(10_000, "since per-replica statistics keep a row per step of a call, and beyond a few "
+                                     "hundred steps Python's overhead is already negligible")
+DEVICES = AtMost(64, "since no machine has more GPUs, and more logical CPU devices than cores only slows training")
 
 
 class PipelineSection(Section):
     name: str = Field(
-        pattern=r"^[a-z][a-z0-9-]{0,62}$",
-        description="Pipeline name: lower-case letters, digits and '-', starting with a letter "
-        "(Kubeflow and ML Metadata use it as an identifier).",
+        pattern=plain_pattern(r"^[a-z][a-z0-9-]{0,62}$", PIPELINE_NAME),
+        description=f"The pipeline's name: {PIPELINE_NAME}.",
     )
     output_root: str = Field(
         "outputs",
@@ -56,7 +121,7 @@ class ShardingSection(Section):
         "modulo the shard count, contiguous blocks, or random with `seed`.",
     )
     key: str | None = Field(None, description="Column hashed by the `hash` strategy; null hashes the whole row.")
-    seed: int = Field(0, description="Seed of the `random` strategy and of the train/eval split.")
+    seed: Int64 = Field(0, description="Seed of the `random` strategy and of the train/eval split (a 64-bit integer).")
 
 
 class DataSection(Section):
@@ -68,9 +133,11 @@ class DataSection(Section):
     task: Literal[TASKS] = Field(
         "classification", description="classification (label is a class, string or integer) or regression (numeric label)."
     )
-    splits: dict[str, PositiveInt] = Field(
+    splits: dict[SplitName, PositiveUInt32] = Field(
         default_factory=lambda: {"train": 4, "eval": 1},
-        description="Split names and their relative sizes (hash buckets); must include `train` and `eval`.",
+        json_schema_extra=_names_by_pattern,
+        description="Split names and their relative sizes (hash buckets, TFX's SplitConfig: unsigned 32-bit integers); "
+        f"must include `train` and `eval`. Each key is {SPLIT_NAME}.",
     )
     sharding: ShardingSection = Field(default_factory=ShardingSection, description="How ingested rows are sharded.")
     non_finite: Literal["error", "missing"] = Field(
@@ -100,17 +167,18 @@ class ImageFeature(Section):
         description="path: the column holds image file paths, relative to the data file's directory (or absolute); "
         "bytes: it holds the encoded image (PNG, JPEG, GIF or BMP) itself, as a Parquet binary column can.",
     )
-    size: tuple[PositiveInt, PositiveInt] = Field(
-        description="[height, width] in pixels: ingest resizes every image to it (bilinear), so all have one shape."
+    size: tuple[Annotated[PositiveInt, IMAGE_SIDE], Annotated[PositiveInt, IMAGE_SIDE]] = Field(
+        description="[height, width] in pixels: ingest resizes every image to it (bilinear), so all have one shape; "
+        f"each {IMAGE_SIDE}."
     )
     channels: Literal[1, 3] = Field(3, description="1 (grayscale) or 3 (RGB): ingest converts every image to it.")
 
 
 class TextFeature(Section):
     name: str = Field(description="The data column that holds the text.")
-    max_tokens: PositiveInt = Field(
+    max_tokens: Annotated[PositiveInt, MAX_TOKENS] = Field(
         20_000, description="Vocabulary size: the most frequent tokens of the training split; the others share the "
-        "out-of-vocabulary buckets (features.vocabulary_oov_buckets)."
+        f"out-of-vocabulary buckets (features.vocabulary_oov_buckets); {MAX_TOKENS}."
     )
     sequence_length: PositiveInt = Field(
         200, le=10_000, description="Tokens per example the model reads: longer texts are cut, shorter ones padded."
@@ -136,8 +204,8 @@ class FeaturesSection(Section):
         default_factory=list, description="Text columns: tokenized by Transform into a vocabulary of the training "
         "split; a model with text inputs is `embedding_lstm`."
     )
-    vocabulary_oov_buckets: PositiveInt = Field(
-        1, description="Buckets for categories (and text tokens) not seen in training data."
+    vocabulary_oov_buckets: Annotated[PositiveInt, OOV_BUCKETS] = Field(
+        1, description=f"Buckets for categories (and text tokens) not seen in training data; {OOV_BUCKETS}."
     )
 
     @model_validator(mode="after")
@@ -172,7 +240,7 @@ class ValidationSection(Section):
 
 
 class VariableShardingSection(Section):
-    min_shard_bytes: PositiveInt = Field(
+    min_shard_bytes: PositiveInt64 = Field(
         256 << 10, description="A variable is split only into shards of at least this many bytes (TensorFlow's "
         "MinSizePartitioner): small variables stay whole."
     )
@@ -187,10 +255,10 @@ class DistributionSection(Section):
         description="tf.distribute strategy of the Trainer: "
         + "; ".join(f"{entry.name}: {entry.description}" for entry in STRATEGIES),
     )
-    devices: PositiveInt | Literal["auto"] = Field(
+    devices: number_or_word(Annotated[PositiveInt, DEVICES], "auto") = Field(  # type: ignore[valid-type]
         "auto",
         description="Replicas on this machine: a number, or auto (every GPU, else the CPU). Without a GPU, "
-        "N makes N logical CPU devices so that N replicas really run.",
+        f"N makes N logical CPU devices so that N replicas really run. The number is {DEVICES}.",
     )
     workers: PositiveInt = Field(
         1,
@@ -246,7 +314,9 @@ class DistributionSection(Section):
 
 
 class InputSection(Section):
-    shuffle_buffer: int = Field(10_000, ge=0, description="Examples in the shuffle buffer; 0 reads in file order.")
+    shuffle_buffer: NonNegativeInt64 = Field(
+        10_000, description="Examples in the shuffle buffer; 0 reads in file order."
+    )
     cache: bool = Field(
         True, description="Keep the serialized training examples (Transform's output: images decoded, texts as token "
         "ids) in memory after the first pass, when they take at most a quarter of the machine's memory per training "
@@ -255,18 +325,22 @@ class InputSection(Section):
 
 
 class EveryN(Section):
-    every_n: PositiveInt = Field(description="Every this many training steps.")
+    every_n: PositiveInt32 = Field(description="Every this many training steps.")
+
+
+# The union tag of the word in a setting that is a word or `every_n: N`: the loader's message for it names both forms.
+EVERY_N_WORD = "word-form"
 
 
 def _every_n_or_word(value: Any) -> str:
     # A mapping can only mean `every_n: N`: one error about that form, not one per member of the union.
-    return "every-n-form" if isinstance(value, dict | EveryN) else "word-form"
+    return "every-n-form" if isinstance(value, dict | EveryN) else EVERY_N_WORD
 
 
 def _word_or_every_n(*words: str) -> Any:
     """A setting written as one of `words` or as `every_n: N`."""
     return Annotated[
-        Union[Annotated[Literal[words], Tag("word-form")], Annotated[EveryN, Tag("every-n-form")]],  # noqa: UP007
+        Union[Annotated[Literal[words], Tag(EVERY_N_WORD)], Annotated[EveryN, Tag("every-n-form")]],  # noqa: UP007
         Discriminator(_every_n_or_word),
         # YAML reads a bare `off` as false.
         BeforeValidator(lambda value: "off" if value is False else value),
@@ -299,7 +373,7 @@ class DebugSection(Section):
 
 
 class EvaluationSection(Section):
-    every_steps: PositiveInt | None = Field(
+    every_steps: PositiveInt32 | None = Field(
         None,
         description="Evaluate `eval_steps` batches of the eval split every this many training steps (a divisor of "
         "train_steps); the curve goes to TensorBoard and the report. null: at up to 10 evenly spaced points.",
@@ -316,17 +390,21 @@ class TrainerSection(Section):
         default_factory=MODEL_TYPES.get("dnn").options,
         description="The model: " + "; ".join(f"{entry.name}: {entry.description}" for entry in MODEL_TYPES),
     )
-    train_steps: PositiveInt = Field(300, description="Optimizer steps.")
-    eval_steps: PositiveInt = Field(
-        20, description="Batches of the eval split evaluated at each evaluation during training (see evaluation)."
+    train_steps: PositiveInt32 = Field(300, description="Optimizer steps (TFX's TrainArgs: a 32-bit integer).")
+    eval_steps: PositiveInt32 = Field(
+        20, description="Batches of the eval split evaluated at each evaluation during training (see evaluation; "
+        "TFX's EvalArgs: a 32-bit integer)."
     )
-    batch_size: PositiveInt = Field(64, description="Global batch size, split evenly across replicas.")
+    batch_size: Annotated[PositiveInt, BATCH_SIZE] = Field(
+        64, description=f"Global batch size, split evenly across replicas; {BATCH_SIZE}."
+    )
     learning_rate: FiniteFloat = Field(
         0.01, gt=0, description="Adam learning rate for the global batch (not scaled by replicas)."
     )
     seed: int = Field(0, ge=0, lt=2**32, description="Seed of weight initialisation and shuffling (0 to 2^32 - 1).")
-    steps_per_execution: PositiveInt = Field(
-        10, description="Steps run inside one tf.function call; more means less Python overhead per step."
+    steps_per_execution: Annotated[PositiveInt, STEPS_PER_EXECUTION] = Field(
+        10, description=f"Steps run inside one tf.function call; more means less Python overhead per step; "
+        f"{STEPS_PER_EXECUTION}."
     )
     distribution: DistributionSection = Field(default_factory=DistributionSection, description="Distribution strategy.")
     input: InputSection = Field(default_factory=InputSection, description="The input pipeline over the TFRecord shards.")

@@ -5,18 +5,21 @@ Read by `dtfx compile`, `submit` and `rehearse` (dtfx.pipeline.kubeflow); a loca
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Literal
 
-from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS
-from dtfx.pipeline.config_base import Section
+from dtfx.pipeline.config_base import NonNegativeInt64, PositiveInt64, Section, plain_pattern
 
 MEMORY_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|K|M|G|T)$")
 # The stores Kubeflow's launcher moves artifacts from and to.
 OBJECT_STORE_SCHEMES = tuple(LAUNCHER_MOUNTS)
-KUBERNETES_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+KUBERNETES_NAME_WORDS = ("a Kubernetes name: lower-case letters, digits, '-' and '.', starting and ending with a letter "
+                         "or digit, at most 253 characters")
+KUBERNETES_NAME = re.compile(plain_pattern(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$", KUBERNETES_NAME_WORDS))
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 # A label key: an optional DNS-subdomain prefix and a name of up to 63 characters; a value of up to 63 (or empty).
@@ -25,6 +28,77 @@ LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 # The Kubeflow Pipelines backend releases (major.minor) a compiled pipeline can be written for, oldest first. After
 # 2.5 the backend took the SDK's numbering: 2.14.0 follows 2.5.0 (kubeflow/pipelines CHANGELOG.md).
 KFP_BACKENDS = ("2.0", "2.1", "2.2", "2.3", "2.4", "2.5", "2.14", "2.15", "2.16", "2.17")
+# The directories Kubeflow's own volumes are mounted at in every step's container, and the first backend release that
+# mounts each (kubeflow/pipelines backend/src/v2/compiler/argocompiler/container.go, 2.0.0 to 2.17.0: the launcher's
+# binary, then from 2.3.0 scratch space for the launcher's artifacts and for the user's dot-directories). Kubernetes
+# refuses a pod whose container mounts two volumes at one path.
+KUBEFLOW_MOUNTS = {"/kfp-launcher": "2.0", "/gcs": "2.3", "/s3": "2.3", "/minio": "2.3", "/.local": "2.3",
+                   "/.cache": "2.3", "/.config": "2.3"}
+
+# Image references as distribution/reference v0.6.0 defines them (reference.go's grammar, regexp.go; the kubelet
+# parses a pod's image with its ParseNormalizedNamed and leaves a pod whose image it cannot parse in InvalidImageName),
+# with the digests of opencontainers/go-digest v1.0.0 (algorithm.go: sha256, sha384 and sha512, lower-case hex).
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+IMAGE_NAME = re.compile(rf"^(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)$")
+IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+DIGEST_HEX_LENGTHS = {"sha256": 64, "sha384": 96, "sha512": 128}
+IMAGE_PATH_MAX = 255  # reference.go: RepositoryNameTotalLengthMax
+IMAGE_FORM = "[registry[:port]/]name[:tag][@sha256:digest], e.g. registry.example.com/dtfx:1"
+
+
+def image_reference_problem(reference: str) -> str | None:
+    """Why `reference` is not an image reference a kubelet can pull, or None."""
+    if re.search(r"\s", reference):
+        return "it contains a space"
+    if re.fullmatch(r"[a-f0-9]{64}", reference):
+        return "a bare image id names no repository to pull from"
+    rest, _, digest = reference.partition("@")
+    name, tag = rest, None
+    if ":" in rest.rpartition("/")[2]:
+        name, _, tag = rest.rpartition(":")
+    first, slash, remote = name.partition("/")
+    # As ParseNormalizedNamed reads it: a first component with '.' or ':', or upper case, or localhost is the registry.
+    registry = slash and (first == "localhost" or any(mark in first for mark in ".:") or first.lower() != first)
+    repository = remote if registry else name
+    if repository.lower() != repository:
+        return f"the repository name {repository!r} must be lower case"
+    match = IMAGE_NAME.match(name)
+    if not match or (registry and match["domain"] != first):
+        return (f"{name!r} is not a repository name: [registry[:port]/] then components of lower-case letters and "
+                "digits, separated by '.', '_', '__' or dashes, joined by '/'")
+    if len(remote if registry else name) > IMAGE_PATH_MAX:
+        return f"the repository name is longer than {IMAGE_PATH_MAX} characters"
+    if tag is not None and not IMAGE_TAG.match(tag):
+        return (f"the tag {tag!r} is not a tag: letters, digits, '_', '.' and '-', starting with a letter, digit or '_', "
+                "at most 128 characters")
+    return _digest_problem(digest) if "@" in reference else None
+
+
+def _digest_problem(digest: str) -> str | None:
+    algorithm, _, encoded = digest.partition(":")
+    if algorithm not in DIGEST_HEX_LENGTHS:
+        return f"the digest {digest!r} is not sha256:, sha384: or sha512: followed by its hexadecimal value"
+    if not re.fullmatch(rf"[a-f0-9]{{{DIGEST_HEX_LENGTHS[algorithm]}}}", encoded):
+        return f"the digest {digest!r} is not {algorithm}: followed by {DIGEST_HEX_LENGTHS[algorithm]} lower-case hex digits"
+    return None
+
+
+def image_problem(reference: str) -> str | None:
+    """The message for a setting that must be an image reference and is not one, or None."""
+    problem = image_reference_problem(reference)
+    return f"{reference!r} is not an image reference ({problem}); write {IMAGE_FORM}" if problem else None
+
+
+def mount_path_problem(path: str) -> str | None:
+    """Why a directory cannot be where a volume or a secret is mounted in a step's container, or None."""
+    if not path.startswith("/"):
+        return f"must be an absolute path such as /mnt/dtfx, not {path!r}"
+    if posixpath.normpath(path) in ("/", "//"):
+        return ("/ would hide the image's whole file system (Python and dtfx with it), and container runtimes refuse a "
+                "mount there; mount at a directory such as /mnt/dtfx")
+    return None
 
 
 class VolumeMount(Section):
@@ -38,15 +112,16 @@ class VolumeMount(Section):
     @classmethod
     def _kubernetes_name(cls, claim: str) -> str:
         if not KUBERNETES_NAME.match(claim):
-            raise ValueError(f"{claim!r} is not a Kubernetes name (lower-case letters, digits, '-' and '.')")
+            raise ValueError(f"{claim!r} is not {KUBERNETES_NAME_WORDS}")
         return claim
 
     @field_validator("mount_path")
     @classmethod
     def _absolute(cls, path: str) -> str:
-        if not path.startswith("/"):
-            raise ValueError(f"must be an absolute path such as /mnt/dtfx, not {path!r}")
-        return path.rstrip("/") or "/"
+        problem = mount_path_problem(path)
+        if problem:
+            raise ValueError(problem)
+        return path.rstrip("/")
 
 
 class StepResources(Section):
@@ -54,7 +129,9 @@ class StepResources(Section):
     memory: str | None = Field(
         None, description="Memory the step requests and is limited to, as a Kubernetes quantity: 512Mi, 4Gi, 8G."
     )
-    gpu: int = Field(0, ge=0, description="GPUs of the step (train only); with distribution.devices auto the trainer uses all.")
+    gpu: NonNegativeInt64 = Field(
+        0, description="GPUs of the step (train only); with distribution.devices auto the trainer uses all."
+    )
     gpu_type: str = Field("nvidia.com/gpu", description="Kubernetes resource name of the GPUs, e.g. nvidia.com/gpu.")
 
     @field_validator("memory")
@@ -73,19 +150,41 @@ class SecretSource(Section):
     mount_path: str | None = Field(None, description="As files: the absolute directory the secret's keys appear in.")
     steps: list[str] | None = Field(None, description="The steps that get it (e.g. [train, push]); null: every step.")
 
+    # Each field is checked on its own, so that every problem of a secret is reported at once.
+    @field_validator("name")
+    @classmethod
+    def _kubernetes_name(cls, name: str) -> str:
+        if not KUBERNETES_NAME.match(name):
+            raise ValueError(f"{name!r} is not {KUBERNETES_NAME_WORDS}")
+        return name
+
+    @field_validator("env")
+    @classmethod
+    def _variables_and_keys(cls, env: dict[str, str] | None) -> dict[str, str] | None:
+        problems = []
+        for variable, key in (env or {}).items():
+            if not ENV_VAR_NAME.match(variable):
+                problems.append(f"{variable!r} is not an environment variable name (letters, digits and '_', not "
+                                "starting with a digit)")
+            if not SECRET_KEY.match(key):
+                problems.append(f"{key!r} (of {variable}) is not a key a secret can hold (letters, digits, '-', '_' "
+                                "and '.')")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return env
+
+    @field_validator("mount_path")
+    @classmethod
+    def _mountable(cls, path: str | None) -> str | None:
+        problem = None if path is None else mount_path_problem(path)
+        if problem:
+            raise ValueError(problem)
+        return path
+
     @model_validator(mode="after")
     def _one_way_in(self) -> SecretSource:
-        if not KUBERNETES_NAME.match(self.name):
-            raise ValueError(f"name {self.name!r} is not a Kubernetes name (lower-case letters, digits, '-' and '.')")
         if (self.env is None) == (self.mount_path is None):
             raise ValueError(f"secret {self.name}: give env (as environment variables) or mount_path (as files), one of them")
-        for variable, key in (self.env or {}).items():
-            if not ENV_VAR_NAME.match(variable):
-                raise ValueError(f"secret {self.name}: {variable!r} is not an environment variable name")
-            if not SECRET_KEY.match(key):
-                raise ValueError(f"secret {self.name}: {key!r} is not a key a secret can hold")
-        if self.mount_path is not None and not self.mount_path.startswith("/"):
-            raise ValueError(f"secret {self.name}: mount_path must be absolute, not {self.mount_path!r}")
         return self
 
 
@@ -96,7 +195,7 @@ class Toleration(Section):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
         None, description="The taint effect it tolerates; null: every effect."
     )
-    toleration_seconds: PositiveInt | None = Field(
+    toleration_seconds: PositiveInt64 | None = Field(
         None, description="With effect NoExecute: how long the pod stays bound after the taint appears."
     )
 
@@ -219,14 +318,41 @@ class KubeflowSection(Section):
             raise ValueError(f"{root!r} names no bucket: {scheme}BUCKET/path")
         return root
 
-    @field_validator("volumes")
+    @field_validator("image")
     @classmethod
-    def _distinct_mounts(cls, volumes: list[VolumeMount]) -> list[VolumeMount]:
-        paths = [volume.mount_path for volume in volumes]
-        repeated = sorted({path for path in paths if paths.count(path) > 1})
-        if repeated:
-            raise ValueError(f"more than one volume is mounted at {', '.join(repeated)}")
-        return volumes
+    def _image_reference(cls, image: str | None) -> str | None:
+        problem = None if image is None else image_problem(image)
+        if problem:
+            raise ValueError(problem)
+        return image
+
+    @model_validator(mode="after")
+    def _one_mount_per_path(self) -> KubeflowSection:
+        """Kubernetes refuses a container with two mounts at one path: volumes, secrets as files and Kubeflow's own."""
+        mounts = self._mounts()
+        colliding: dict[str, list[str]] = {}
+        for index, (first, path, steps) in enumerate(mounts):
+            for second, other_path, other_steps in mounts[index + 1:]:
+                # Secrets given to different steps are in different pods.
+                shared = steps is None or other_steps is None or set(steps) & set(other_steps)
+                if shared and posixpath.normpath(path) == posixpath.normpath(other_path):
+                    names = colliding.setdefault(posixpath.normpath(path), [])
+                    names += [name for name in (first, second) if name not in names]
+        problems = [f"{', '.join(names[:-1])} and {names[-1]} are {'both' if len(names) == 2 else 'all'} mounted at {path}"
+                    for path, names in colliding.items()]
+        if problems:
+            raise ValueError("; ".join(problems) + ": Kubernetes refuses a container with two mounts at one path "
+                             "(give each its own directory)")
+        return self
+
+    def _mounts(self) -> list[tuple[str, str, list[str] | None]]:
+        """(what, mount path, the steps whose containers have it; None: every step) of each mount of the steps."""
+        mounts = [(f"kubeflow.volumes.{index}", volume.mount_path, None) for index, volume in enumerate(self.volumes)]
+        mounts += [(f"kubeflow.secrets.{index}", secret.mount_path, secret.steps) for index, secret in enumerate(self.secrets)
+                   if secret.mount_path is not None]
+        release = KFP_BACKENDS.index(self.kfp_version)
+        return mounts + [(f"Kubeflow {self.kfp_version}'s own volume", path, None) for path, since in KUBEFLOW_MOUNTS.items()
+                         if release >= KFP_BACKENDS.index(since)]
 
     @field_validator("resources")
     @classmethod

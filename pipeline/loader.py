@@ -17,15 +17,12 @@ import yaml
 from pydantic import ValidationError
 
 from dtfx.components.registry.formats import format_of
-from dtfx.components.registry.metrics import metrics_for, unreachable_bounds
-from dtfx.components.registry.models import MODEL_TYPES
+from dtfx.components.registry.metrics import TASKS, metrics_for, unreachable_bounds
 from dtfx.pipeline import data_source, model_module
-from dtfx.pipeline.config import Config
+from dtfx.pipeline.config import EVERY_N_WORD, Config
+from dtfx.pipeline.config_base import PATTERN_WORDS, UNKNOWN_TYPE, WORD_OR_NUMBER
 from dtfx.pipeline.errors import ConfigError, Problem
 from dtfx.pipeline.yaml_source import line_of, parse_yaml, read_text
-
-# Pydantic adds the member's class name to the location of a union's error; users never wrote it.
-UNION_MEMBER_NAMES = {entry.options.__name__ for entry in MODEL_TYPES} | {"int", "literal['auto']", "word-form", "every-n-form"}
 
 
 def load_config(path: str, overrides: Iterable[str] = (), check_data: bool = True) -> Config:
@@ -44,7 +41,7 @@ def load_config(path: str, overrides: Iterable[str] = (), check_data: bool = Tru
     try:
         config = Config.model_validate(raw)
     except ValidationError as error:
-        problems.extend(_pydantic_problems(error, lines))
+        problems.extend(_pydantic_problems(error, raw, lines))
         problems.extend(_checks_behind_errors(raw, error, lines))
         config = None
     # Checks across sections and of the data run on the raw document, so that they are
@@ -80,24 +77,101 @@ def _apply_override(raw: dict[str, Any], override: str) -> Problem | None:
     return None
 
 
-def _pydantic_problems(error: ValidationError, lines: dict[str, int]) -> list[Problem]:
-    problems = []
-    for item in error.errors():
-        loc = [str(part) for part in item["loc"] if part not in UNION_MEMBER_NAMES]
-        path = ".".join(loc) or "<file>"
-        message = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "extra_forbidden":
-            message = "unknown key"
-        elif item["type"] == "missing":
-            message = "required key is missing"
-        if "word-form" in item["loc"]:
-            message += ", or every_n: N (a number of steps)"
-        problems.append(Problem(path, message, line_of(path, lines)))
-    # A union reports each member's failure; keep one message per path.
+def _pydantic_problems(error: ValidationError, raw: Any, lines: dict[str, int]) -> list[Problem]:
+    """Pydantic's errors as problems at the YAML paths the user wrote, in plain words."""
     unique: dict[tuple[str, str], Problem] = {}
-    for problem in problems:
-        unique.setdefault((problem.path, problem.message), problem)
+    for item in error.errors():
+        keys, tags = _user_location(raw, item)
+        message = _plain_message(item, tags)
+        if item["type"] == UNKNOWN_TYPE and isinstance(item.get("input"), dict):
+            keys, message = [*keys, "type"], f"{item['input'].get('type')!r} {message}"
+        if item["type"] == "missing" and keys and isinstance(keys[-1], int):
+            message = f"the list has no item {keys[-1] + 1}, and needs one"
+            keys = keys[:-1]
+        path = ".".join(str(part) for part in keys) or "<file>"
+        unique.setdefault((path, message), Problem(path, message, line_of(path, lines)))
     return list(unique.values())
+
+
+def _user_location(raw: Any, item: dict[str, Any]) -> tuple[list[Any], list[str]]:
+    """The keys of the error's location that the document has, and the union tags pydantic put between them.
+
+    A union adds its member's tag (`dnn`, `number`, `word-form`) to the location; the user never
+    wrote it, so a part the document does not have there is a tag. The key a `missing` error names
+    is absent by nature, and a dict key's own error (`[key]`) is reported at the dict.
+    """
+    loc = list(item["loc"])
+    if loc and loc[-1] == "[key]":
+        loc = loc[:-2]
+    keys, tags, node = [], [], raw
+    for index, part in enumerate(loc):
+        if isinstance(node, dict) and part in node:
+            keys.append(part)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node):
+            keys.append(part)
+            node = node[part]
+        elif index == len(loc) - 1 and item["type"] == "missing":
+            keys.append(part)
+        else:
+            tags.append(str(part))
+    return keys, tags
+
+
+def _plain_message(item: dict[str, Any], tags: list[str] = ()) -> str:
+    """A pydantic error in the words of the config: what is wrong with the value, the bound or form it must have."""
+    kind, ctx, value = item["type"], item.get("ctx") or {}, item.get("input")
+    if item["loc"] and item["loc"][-1] == "[key]":
+        return f"key {_plain_value_message(kind, ctx, value, item['msg'], tags)}"
+    return _plain_value_message(kind, ctx, value, item["msg"], tags)
+
+
+def _plain_value_message(kind: str, ctx: dict[str, Any], value: Any, default: str, tags: list[str]) -> str:
+    simple = {
+        "missing": "required key is missing",
+        "extra_forbidden": "unknown key",
+        "int_parsing": f"should be a whole number, not {value!r}",
+        "int_type": f"should be a whole number, not {value!r}",
+        "int_from_float": f"should be a whole number, not {value!r}",
+        "float_parsing": f"should be a number, not {value!r}",
+        "float_type": f"should be a number, not {value!r}",
+        "finite_number": f"should be a finite number, not {value!r}",
+        "bool_parsing": f"should be true or false, not {value!r}",
+        "bool_type": f"should be true or false, not {value!r}",
+        "list_type": f"should be a list such as [a, b], not {value!r}",
+        "tuple_type": f"should be a list such as [a, b], not {value!r}",
+        "dict_type": f"should be a mapping of keys to values, not {value!r}",
+        "too_large": ctx.get("text", default),
+    }
+    if kind in simple:
+        return simple[kind]
+    if kind in ("model_type", "model_attributes_type"):
+        # A key with nothing after it (`trainer:`, or --set trainer=) is an empty section.
+        return ("an empty section: remove it or give keys" if value in (None, "")
+                else f"should be a section of keys and values (key: value), not {value!r}")
+    if kind == "string_type":
+        hint = (f"; write it in quotes, '{value}', for YAML to read it as a name"
+                if isinstance(value, int | float) and not isinstance(value, bool) else "")
+        return f"should be text, not {value!r}{hint}"
+    if kind == "string_pattern_mismatch":
+        words = PATTERN_WORDS.get(ctx.get("pattern"))
+        return f"{value!r} is not {words}" if words else f"{value!r} does not have the form this key takes"
+    if kind == "literal_error":
+        also = " or a number" if WORD_OR_NUMBER in tags else ", or every_n: N (a number of steps)" if EVERY_N_WORD in tags else ""
+        return f"should be {ctx.get('expected')}{also}, not {value!r}"
+    return _bound_message(kind, ctx, value) or default.removeprefix("Value error, ")
+
+
+def _bound_message(kind: str, ctx: dict[str, Any], value: Any) -> str | None:
+    """A number beyond a `gt`/`ge`/`lt`/`le` bound, with the bound written as people read numbers."""
+    words = {"greater_than": ("greater than", "gt"), "greater_than_equal": ("at least", "ge"),
+             "less_than": ("less than", "lt"), "less_than_equal": ("at most", "le")}
+    if kind not in words:
+        return None
+    phrase, key = words[kind]
+    bound = ctx.get(key)
+    shown = f"{bound:,}" if isinstance(bound, int) else f"{bound:g}"
+    return f"should be {phrase} {shown}, not {value!r}"
 
 
 def _checks_behind_errors(raw: dict[str, Any], error: ValidationError, lines: dict[str, int]) -> list[Problem]:
@@ -108,11 +182,11 @@ def _checks_behind_errors(raw: dict[str, Any], error: ValidationError, lines: di
     was taken out, since it may be about the default that replaced it.
     """
     document = copy.deepcopy(raw)
-    seen = {(problem.path, problem.message) for problem in _pydantic_problems(error, lines)}
+    seen = {(problem.path, problem.message) for problem in _pydantic_problems(error, raw, lines)}
     removed: set[str] = set()
     found = []
     for _ in range(3):
-        taken = {_remove_key(document, item["loc"]) for item in error.errors()} - {None}
+        taken = {_remove_key(document, _user_location(document, item)[0]) for item in error.errors()} - {None}
         if not taken:
             break
         removed |= taken
@@ -121,7 +195,7 @@ def _checks_behind_errors(raw: dict[str, Any], error: ValidationError, lines: di
             break
         except ValidationError as again:
             error = again
-        for problem in _pydantic_problems(error, lines):
+        for problem in _pydantic_problems(error, document, lines):
             named = any(re.search(rf"\b{re.escape(name)}\b", problem.message) for name in removed)
             if problem.message != "required key is missing" and not named and (problem.path, problem.message) not in seen:
                 found.append(problem)
@@ -129,9 +203,8 @@ def _checks_behind_errors(raw: dict[str, Any], error: ValidationError, lines: di
     return found
 
 
-def _remove_key(document: dict[str, Any], loc: tuple) -> str | None:
-    """Deletes the key at `loc` (a list as a whole, for an item of it); returns its name, or None if absent."""
-    parts = [part for part in loc if part not in UNION_MEMBER_NAMES]
+def _remove_key(document: dict[str, Any], parts: list[Any]) -> str | None:
+    """Deletes the key at `parts` (a list as a whole, for an item of it); returns its name, or None if absent."""
     target: Any = document
     for index, part in enumerate(parts):
         if not isinstance(target, dict) or part not in target:
@@ -167,12 +240,14 @@ def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Probl
     data, evaluator, pusher = _section(raw, "data"), _section(raw, "evaluator"), _section(raw, "pusher")
     task = data.get("task", "classification")
     thresholds = evaluator.get("thresholds") or {}
-    known = metrics_for(task)
+    # With a task that is not one (reported at data.task), a metric of no task is still unknown.
+    known = metrics_for(task) if task in TASKS else tuple(dict.fromkeys(name for each in TASKS for name in metrics_for(each)))
+    for_task = f" for {task}" if task in TASKS else ""
     if isinstance(thresholds, dict):
         for name, bounds in thresholds.items():
             path = f"evaluator.thresholds.{name}"
             if name not in known:
-                problems.append(Problem(path, f"unknown metric for {task}; use one of: {', '.join(known)}", line_of(path, lines)))
+                problems.append(Problem(path, f"unknown metric{for_task}; use one of: {', '.join(known)}", line_of(path, lines)))
             elif isinstance(bounds, dict):
                 problems += _unreachable_bounds(path, name, bounds, lines)
     if pusher.get("enabled", True) is True and not thresholds:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from pydantic import ValidationError
 
+from dtfx.components.registry.models import MODEL_TYPES
 from dtfx.pipeline.cli import main
 from dtfx.pipeline.config import Config
+from dtfx.pipeline.config_base import INT64_MAX, PATTERN_WORDS
 from dtfx.pipeline.errors import ConfigError
 from dtfx.pipeline.loader import load_config
 from dtfx.pipeline.samples.command import SAMPLES, write_sample
@@ -125,7 +128,7 @@ def test_every_problem_is_reported_at_once_with_its_line(tmp_path):
     )
     problems = problems_of(path)
     assert any(p.startswith("pipeline.name (line 1):") for p in problems)
-    assert any(p.startswith("data.task (line 5): Input should be 'classification' or 'regression'") for p in problems)
+    assert "data.task (line 5): should be 'classification' or 'regression', not 'clasification'" in problems
     assert any(p.startswith("trainer.train_steps (line 7):") for p in problems)
     assert "trainer.colour (line 8): unknown key" in problems
     assert any(p.startswith("evaluator.thresholds.auc (line 10): unknown metric") for p in problems)
@@ -321,7 +324,7 @@ def test_data_files_whose_content_their_name_or_header_hides_are_problems(write_
         problems = problems_of(write_config(data__path=str(data / name), features={}))
         assert any(p.startswith("data.path (line") and message in p for p in problems), (name, problems)
     # A byte-order mark alone is no problem: the first column keeps its name.
-    (data / "bom.csv").write_bytes(b"\xef\xbb\xbf" + header + row)
+    (data / "bom.csv").write_bytes(b"\xef\xbb\xbf" + header + row + b"40.3,Gentoo\n")
     assert load_config(str(write_config(data__path=str(data / "bom.csv"), features={}, data__label="species")))
 
 
@@ -342,7 +345,7 @@ def test_data_files_of_more_than_one_format_are_a_problem(write_config, tmp_path
     [
         ({"features": {"numeric": [], "categorical": []}}, "features", "no feature: the lists given are empty"),
         ({"features": {"numeric": [], "categorical": None}}, "features", "no feature"),
-        ({"trainer": {"seed": 2**32}}, "trainer.seed", "less than 4294967296"),
+        ({"trainer": {"seed": 2**32}}, "trainer.seed", "should be less than 4,294,967,296"),
         ({"trainer": {"learning_rate": float("inf")}}, "trainer.learning_rate", "finite number"),
         ({"evaluator": {"thresholds": {"accuracy": {"lower_bound": float("nan")}}}},
          "evaluator.thresholds.accuracy.lower_bound", "finite number"),
@@ -464,3 +467,80 @@ def test_nccl_on_a_worker_without_gpus_is_refused_by_name():
         devices.make_strategy({"strategy": "multi_worker_mirrored", "workers": 1, "communication": "nccl"})
     ring = devices.make_strategy({"strategy": "multi_worker_mirrored", "workers": 1, "communication": "ring"})
     assert ring.extended._communication_options.implementation.name == "RING"
+
+
+def _schema_nodes(node, path="config"):
+    """(path, node) of every sub-schema of a JSON Schema, its $defs included."""
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from _schema_nodes(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _schema_nodes(value, f"{path}.{index}")
+
+
+# Model options are defined with the model registry (dtfx.components.registry.models), which cannot import the
+# pipeline's integer types; the layer widths they hold are Keras's, not a proto's.
+MODEL_OPTIONS = {entry.options.__name__ for entry in MODEL_TYPES}
+
+
+def test_every_integer_of_the_config_has_an_upper_bound_within_64_bits():
+    schema = Config.model_json_schema(by_alias=True)
+    unbounded = [path for path, node in _schema_nodes(schema)
+                 if node.get("type") == "integer" and "enum" not in node and "const" not in node
+                 and not min(node.get("maximum", INT64_MAX + 1), node.get("exclusiveMaximum", INT64_MAX + 2) - 1) <= INT64_MAX
+                 and not any(f"$defs.{name}." in path for name in MODEL_OPTIONS)]
+    assert not unbounded, unbounded
+
+
+def test_every_pattern_has_plain_words_for_its_message():
+    patterns = {node["pattern"] for _, node in _schema_nodes(Config.model_json_schema(by_alias=True)) if "pattern" in node}
+    assert patterns and patterns <= set(PATTERN_WORDS), patterns - set(PATTERN_WORDS)
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [
+    (["trainer.model={type: dnn, dropout: 2}"], ["trainer.model.dropout (line N): should be less than 1, not 2"]),
+    (["trainer.model.hidden_units=[8, 0]"], ["trainer.model.hidden_units.1 (line N): should be greater than 0, not 0"]),
+    (["trainer.model.type=rnn"], ["trainer.model.type (line N): 'rnn' is not a model type: use dnn, cnn, embedding_lstm, "
+                                  "or give module (your own build_fn) instead of type"]),
+    (["trainer.model={module: not a path}"],
+     ["trainer.model.module (line N): 'not a path' is not a dotted path to a function, module first, such as "
+      "my_models.wide.build_fn"]),
+    (["trainer.model=dnn"], ["trainer.model (line N): should be a section of keys and values (key: value), not 'dnn'"]),
+    (["trainer.distribution.devices=0"], ["trainer.distribution.devices (line N): should be greater than 0, not 0"]),
+    (["trainer.distribution.devices=many"], ["trainer.distribution.devices (line N): should be 'auto' or a number, not 'many'"]),
+])
+def test_a_union_reports_only_the_member_the_value_chose(write_config, overrides, expected):
+    problems = [re.sub(r"\(line \d+\)", "(line N)", problem) for problem in problems_of(write_config(), *overrides)]
+    assert problems == expected
+
+
+def test_split_names_are_plain_names(write_config):
+    config = load_config(str(write_config(data__splits={"train": 8, "eval": 1, "hold-out_2": 1})))
+    assert list(config.data.splits) == ["train", "eval", "hold-out_2"]
+    for name in ("../../escape", "eval ", "a/b", ".hidden", "é", "x" * 65):
+        (problem,) = problems_of(write_config(data__splits={"train": 8, "eval": 1, name: 1}))
+        assert problem.startswith("data.splits (line") and f"key {name!r} is not a split name: letters, digits" in problem
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("features.vocabulary_oov_buckets", 1001, "1,001 is too large: at most 1,000, since each bucket"),
+    ("trainer.batch_size", 2**20 + 2, "1,048,578 is too large: at most 1,048,576, since a global batch"),
+    ("trainer.steps_per_execution", 10_001, "10,001 is too large: at most 10,000, since per-replica statistics"),
+    ("trainer.train_steps", 2**31, "2,147,483,648 is too large: at most 2,147,483,647, the largest 32-bit integer"),
+    ("trainer.input.shuffle_buffer", 2**63, "is too large: at most 9,223,372,036,854,775,807, the largest 64-bit integer"),
+    ("trainer.input.shuffle_buffer", -1, "should be at least 0, not -1"),
+    ("data.splits", {"train": 2**32, "eval": 1}, "at most 4,294,967,295, the largest unsigned 32-bit integer"),
+])
+def test_a_value_beyond_its_bound_names_the_bound_and_why(write_config, key, value, message):
+    (problem,) = problems_of(write_config(**{key.replace(".", "__"): value}))
+    assert problem.startswith(f"{key}") and message in problem, problem
+
+
+def test_text_features_and_image_sizes_have_bounds_too(write_config):
+    features = {"numeric": ["bill_length_mm"], "text": [{"name": "island", "max_tokens": 1_000_001}],
+                "image": [{"name": "species", "size": [4097, 8]}]}
+    problems = problems_of(write_config(features=features))
+    assert any(p.startswith("features.text.0.max_tokens (line") and "at most 1,000,000, since" in p for p in problems), problems
+    assert any(p.startswith("features.image.0.size.0 (line") and "at most 4,096, since" in p for p in problems), problems

@@ -18,9 +18,10 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from dtfx.pipeline.cli import main
+from dtfx.pipeline.config_base import INT32_MAX, INT64_MAX, UINT32_MAX
 from dtfx.pipeline.kubeflow.compiler import ENTRYPOINT, OPEN_SOURCE_EXECUTORS, open_source_problems
 from dtfx.pipeline.kubeflow.platform import PLATFORM_FIELDS, backend_reads, field_paths
-from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
+from dtfx.pipeline.kubeflow_config import KFP_BACKENDS, image_reference_problem
 from tests.conftest import ROOT, default_config, set_key
 
 GOLDEN = ROOT / "tests" / "golden" / "kubeflow_penguins.yaml"
@@ -224,7 +225,7 @@ def test_the_shipped_config_lists_what_a_cluster_needs(capsys):
         ("kubeflow.volumes", [{"claim": "data", "mount_path": "mnt"}], "kubeflow.volumes.0.mount_path", "absolute path"),
         ("kubeflow.resources", {"ingest": {"gpu": 1}}, "kubeflow.resources", "only the train step can use GPUs"),
         ("kubeflow.resources", {"train": {"memory": "4g"}}, "kubeflow.resources.train.memory", "not a memory quantity"),
-        ("kubeflow.resources", {"train": {"cpu": 0}}, "kubeflow.resources.train.cpu", "greater than 0"),
+        ("kubeflow.resources", {"train": {"cpu": 0}}, "kubeflow.resources.train.cpu", "should be greater than 0"),
     ],
 )
 def test_cluster_mistakes_exit_2_naming_the_yaml_path(tmp_path, capsys, key, value, where, message):
@@ -500,3 +501,93 @@ def test_a_backend_release_dtfx_does_not_know_exits_2(tmp_path, capsys, version)
     config = write(tmp_path / "config.yaml", cluster_config(kubeflow__kfp_version=version))
     code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
     assert code == 2 and "kubeflow.kfp_version" in err and "'2.0'" in err and "'2.17'" in err, err
+
+
+@pytest.mark.parametrize("image", [
+    "registry.example.com/dtfx:1", "localhost:5000/team/dtfx", "dtfx", "[::1]:5000/dtfx:v1.2-rc_3", "Registry.Example.com/dtfx",
+    "gcr.io/p/dtfx@sha256:" + "0" * 64, "r.io/dtfx:1@sha512:" + "f" * 128, "a.io/x__y/z--w.v:_",
+])
+def test_image_references_of_the_distribution_grammar_are_accepted(image):
+    assert image_reference_problem(image) is None
+
+
+@pytest.mark.parametrize(("image", "reason"), [
+    ("Registry.Example.com/DTFX:latest tag", "it contains a space"),
+    ("registry.example.com/DTFX:latest", "the repository name 'DTFX' must be lower case"),
+    ("dtfx:-1", "the tag '-1' is not a tag"),
+    ("dtfx:" + "x" * 129, "is not a tag"),
+    ("registry.example.com//dtfx", "is not a repository name"),
+    ("registry.example.com/dtfx-/app", "is not a repository name"),
+    ("r.io/" + "a" * 256, "the repository name is longer than 255 characters"),
+    ("dtfx@sha256:" + "A" * 64, "is not sha256: followed by 64 lower-case hex digits"),
+    ("dtfx@md5:" + "0" * 32, "is not sha256:, sha384: or sha512:"),
+    ("0" * 64, "a bare image id names no repository"),
+])
+def test_image_references_the_kubelet_cannot_parse_are_refused_with_the_reason(image, reason):
+    problem = image_reference_problem(image)
+    assert problem is not None and reason in problem, problem
+
+
+def test_an_image_that_is_not_a_reference_exits_2_at_compile_and_in_a_beam_environment(tmp_path, capsys):
+    config = write(tmp_path / "config.yaml", cluster_config(kubeflow__image="registry.example.com/dtfx:latest tag"))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 2 and re.search(r"kubeflow.image \(line \d+\): 'registry.example.com/dtfx:latest tag' is not an image "
+                                   r"reference \(it contains a space\); write \[registry", err), err
+    portable = {"runner": "portable", "portable": {"job_endpoint": "beam:8099",
+                                                   "environment": {"type": "docker", "config": "Beam/SDK:1"}}}
+    config = write(tmp_path / "config.yaml", cluster_config(beam=portable, kubeflow__image=None))
+    code, _, err = cli(capsys, "validate", str(config))
+    assert code == 2 and "beam.portable.environment" in err and "the repository name 'SDK' must be lower case" in err, err
+    assert not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.parametrize(("keys", "message"), [
+    ({"kubeflow.volumes": [{"claim": "a", "mount_path": "/mnt/dtfx"}, {"claim": "b", "mount_path": "/mnt/dtfx/"}]},
+     "kubeflow.volumes.0 and kubeflow.volumes.1 are both mounted at /mnt/dtfx"),
+    ({"kubeflow.secrets": [{"name": "key", "mount_path": "/mnt/dtfx", "steps": ["push"]}]},
+     "kubeflow.volumes.0 and kubeflow.secrets.0 are both mounted at /mnt/dtfx"),
+    ({"kubeflow.secrets": [{"name": "a", "mount_path": "/var/s", "steps": ["train", "push"]},
+                           {"name": "b", "mount_path": "/var/s/.", "steps": ["push"]}]},
+     "kubeflow.secrets.0 and kubeflow.secrets.1 are both mounted at /var/s"),
+    ({"kubeflow.secrets": [{"name": "a", "mount_path": "/kfp-launcher"}], "kubeflow.kfp_version": "2.0"},
+     "kubeflow.secrets.0 and Kubeflow 2.0's own volume are both mounted at /kfp-launcher"),
+    ({"kubeflow.volumes": [{"claim": "dtfx-data", "mount_path": "/mnt/dtfx"}, {"claim": "b", "mount_path": "/minio"}],
+      "kubeflow.kfp_version": "2.3"},
+     "kubeflow.volumes.1 and Kubeflow 2.3's own volume are both mounted at /minio"),
+    ({"kubeflow.volumes": [{"claim": "dtfx-data", "mount_path": "/"}]}, "/ would hide the image's whole file system"),
+    ({"kubeflow.secrets": [{"name": "a", "mount_path": "//"}]}, "/ would hide the image's whole file system"),
+])
+def test_mounts_kubernetes_refuses_exit_2(tmp_path, capsys, keys, message):
+    config = write(tmp_path / "config.yaml", cluster_config(**{key.replace(".", "__"): value for key, value in keys.items()}))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 2 and message in err, err
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_one_path_in_different_pods_or_before_kubeflow_mounts_it_compiles(tmp_path, capsys):
+    """Secrets of different steps are in different pods; backends before 2.3 mount nothing at /gcs."""
+    keys = {"kubeflow.secrets": [{"name": "a", "mount_path": "/var/s", "steps": ["train"]},
+                                 {"name": "b", "mount_path": "/var/s", "steps": ["push"]}],
+            "kubeflow.volumes": [{"claim": "dtfx-data", "mount_path": "/mnt/dtfx"}, {"claim": "b", "mount_path": "/gcs"}],
+            "kubeflow.kfp_version": "2.2", "kubeflow.resources": {}}
+    config = write(tmp_path / "config.yaml", cluster_config(**{key.replace(".", "__"): value for key, value in keys.items()}))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 0, err
+
+
+def test_the_largest_integers_validate_accepts_compile_into_the_protos_that_hold_them(tmp_path, capsys):
+    """train_steps and eval_steps go into TFX's TrainArgs and EvalArgs (int32), split sizes into SplitConfig (uint32),
+    the ingest seed into a 64-bit integer and toleration_seconds into kfp-kubernetes' Toleration (int64)."""
+    keys = {"trainer.train_steps": INT32_MAX, "trainer.eval_steps": INT32_MAX, "data.splits": {"train": UINT32_MAX, "eval": 1},
+            "data.sharding.seed": INT64_MAX,
+            "kubeflow.tolerations": {"train": [{"key": "spot", "effect": "NoExecute", "value": "x",
+                                                "toleration_seconds": INT64_MAX}]}}
+    config = write(tmp_path / "config.yaml", cluster_config(**{key.replace(".", "__"): value for key, value in keys.items()}))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 0, err
+    compiled = (tmp_path / "p.yaml").read_text()
+    assert f'{{"num_steps": {INT32_MAX}}}' in compiled and str(UINT32_MAX) in compiled and str(INT64_MAX) in compiled
+    for key, value in (("trainer.train_steps", INT32_MAX + 1), ("data.sharding.seed", INT64_MAX + 1)):
+        config = write(tmp_path / "config.yaml", cluster_config(**{key.replace(".", "__"): value}))
+        code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "q.yaml"))
+        assert code == 2 and f"{key} (line" in err and "is too large" in err and "Traceback" not in err, err
