@@ -5,8 +5,23 @@ from __future__ import annotations
 import argparse
 import os
 
-from dtfx.pipeline.cli_args import add_config_verb
+from dtfx.pipeline.cli_args import OutputKind, add_config_verb, check_output
 from dtfx.pipeline.errors import UserError
+
+PREDICTIONS_SUFFIX = ".parquet"
+
+
+def _is_predictions_file(path: str) -> bool:
+    from dtfx.components.batch_predict.predict import is_predictions_file
+
+    return is_predictions_file(path)
+
+
+PREDICTIONS = OutputKind(
+    noun="the predictions",
+    written_by="a predictions file of dtfx predict (a Parquet file whose metadata holds the key dtfx.predictions)",
+    recognises=_is_predictions_file,
+)
 
 
 def latest_pushed_model(serving_dir: str) -> str:
@@ -20,34 +35,59 @@ def latest_pushed_model(serving_dir: str) -> str:
     return os.path.join(serving_dir, str(versions[-1]))
 
 
-def run_prediction(config, data: str, output: str, model: str | None = None, keys: list[str] | None = None):
-    """Predicts every row of `data` with `model` (default: the latest pushed) into `output`; the counts."""
+def run_prediction(config, config_path: str, data: str, output: str, model: str | None = None,
+                   keys: list[str] | None = None):
+    """Predicts every row of `data` with `model` (default: the latest pushed) into `output`; the counts.
+
+    Every check of the paths comes before the work: nothing runs for an output that would be refused.
+    """
     import apache_beam as beam
 
     from dtfx.components.batch_predict.predict import predict
     from dtfx.components.errors import StepError
-    from dtfx.pipeline import data_source, layout
+    from dtfx.pipeline import layout
     from dtfx.pipeline.beam_args import pipeline_args
 
-    model_dir = data_source.resolve_path(model) if model else latest_pushed_model(layout.serving_dir(config))
-    if not os.path.isdir(model_dir) and "://" not in model_dir:
-        raise UserError(f"--model {model}: no such directory")
-    if not output.endswith(".parquet"):
-        raise UserError(f"--output {output}: the predictions are written as Parquet; name a file ending in .parquet")
-    pipeline = beam.Pipeline(argv=pipeline_args(config.beam, config.kubeflow.image))
-    images = [feature.model_dump(mode="json") for feature in config.features.image]
     try:
-        return model_dir, predict(pipeline, model_dir, data_source.resolve_path(data), data_source.resolve_path(output),
-                                  images, keys)
+        check_predictions_output(output, config_path, data)
+        model_dir = _resolved("--model", model) if model else latest_pushed_model(layout.serving_dir(config))
+        if not os.path.isdir(model_dir) and "://" not in model_dir:
+            raise UserError(f"--model {model}: no such directory")
+        images = [feature.model_dump(mode="json") for feature in config.features.image]
+        return model_dir, predict(lambda: beam.Pipeline(argv=pipeline_args(config.beam, config.kubeflow.image)),
+                                  model_dir, _resolved("--data", data), _resolved("--output", output), images, keys)
     except StepError as error:
         raise UserError(str(error)) from None
+
+
+def check_predictions_output(output: str, config_path: str, data: str) -> None:
+    """Refuses an `--output` that is not a Parquet file name, is the config or a data file, or is a file that
+    dtfx predict did not write (UserError)."""
+    from dtfx.components.example_gen.sources import list_data_files
+
+    inputs = [(config_path, "the config"),
+              *((file, "a data file of --data") for file in list_data_files(_resolved("--data", data)))]
+    check_output(f"--output {output}", _resolved("--output", output), inputs, PREDICTIONS)
+    if not output.endswith(PREDICTIONS_SUFFIX):
+        raise UserError(f"--output {output}: the predictions are written as Parquet; name a file ending in "
+                        f"{PREDICTIONS_SUFFIX}")
+
+
+def _resolved(option: str, path: str) -> str:
+    from dtfx.pipeline import data_source
+
+    try:
+        return data_source.resolve_path(path)
+    except FileNotFoundError as error:  # package://PKG/... of a package that is not installed
+        raise UserError(f"{option} {path}: {error}") from None
 
 
 def add_command(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Registers `dtfx predict CONFIG --data PATH --output FILE.parquet [--model DIR] [--key COL]`."""
     verb = add_config_verb(verbs, "predict", "Predict new data with the pushed model (or --model) into a Parquet file.")
     verb.add_argument("--data", required=True, metavar="PATH", help="CSV or Parquet file, directory or glob")
-    verb.add_argument("--output", required=True, metavar="FILE", help="the Parquet file to write (replaced if it exists)")
+    verb.add_argument("--output", required=True, metavar="FILE",
+                      help="the Parquet file to write (new, or replacing an earlier output of dtfx predict)")
     verb.add_argument("--model", metavar="DIR", help="a SavedModel directory (default: the latest pushed version)")
     verb.add_argument("--key", dest="keys", action="append", metavar="COL",
                       help="input column copied beside the prediction (repeatable; default: every column that is "
@@ -67,7 +107,7 @@ def _predict(args: argparse.Namespace) -> int:
     # prediction; errors still show, and what went wrong with rows is printed below.
     warnings.filterwarnings("ignore", category=FutureWarning)
     logging.getLogger().setLevel(logging.ERROR)
-    model_dir, counts = run_prediction(config, args.data, args.output, args.model, args.keys)
+    model_dir, counts = run_prediction(config, args.config, args.data, args.output, args.model, args.keys)
     print(f"model: {model_dir}")
     print(f"predictions: {args.output} ({counts.rows - counts.bad_rows:,} of {counts.rows:,} rows predicted)")
     if counts.bad_rows:

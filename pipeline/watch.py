@@ -7,14 +7,22 @@ file and, when `trainer.model.module` names your own code, that module's file; t
 directory you run dtfx in are imported afresh for each run, so the run trains the code as saved. The process keeps
 the network it trained last (dtfx.components.trainer.resident): a rerun that changes only the learning rate trains
 it again without building and tracing it anew.
+
+SIGTERM (`kill`, a service manager, a container being stopped) ends a watching process as Ctrl-C does: the default
+action would end it on the spot, skipping the exit handlers that remove what the runs left in the temporary directory
+(AutoGraph's generated modules: TensorFlow 2.16, tensorflow/python/autograph/pyct/loader.py, `load_source` registers
+their removal with atexit).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from dtfx.components import garbage_collection
@@ -31,13 +39,26 @@ Fingerprints = dict[str, str | None]  # path -> digest of its bytes, None while 
 
 def watch(config_path: str, overrides: list[str], run: Callable[[Config], object], out: TextIO = sys.stdout,
           poll_seconds: float = POLL_SECONDS) -> int:
-    """Runs the config now and after every change of the files it reads, until Ctrl-C while waiting (returns 0).
+    """Runs the config now and after every change of the files it reads, until Ctrl-C or SIGTERM while waiting (returns 0).
 
     A config with errors is reported (what and where, as `dtfx validate` says it) and the process waits
-    for the next change. Ctrl-C during a run interrupts it: KeyboardInterrupt reaches the caller.
+    for the next change. Ctrl-C or SIGTERM during a run interrupts it: KeyboardInterrupt reaches the caller.
     """
-    with resident.models_kept():
+    with terminate_as_ctrl_c(), resident.models_kept():
         return _watch(config_path, overrides, run, out, poll_seconds)
+
+
+@contextlib.contextmanager
+def terminate_as_ctrl_c() -> Iterator[None]:
+    """Within the block, SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C (SIGINT) does."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _watch(config_path: str, overrides: list[str], run: Callable[[Config], object], out: TextIO,

@@ -1,12 +1,14 @@
 """The bad-input corpus (tests/bad_inputs/cases*.yaml) through the CLI, as a user meets it.
 
 Every case gets a scratch copy of tests/bad_inputs/, its config, and one dtfx command run
-there; the exit code and a line of the message must be the expected ones, no traceback may be
-printed, nothing may be pushed and nothing half-written may be left in the outputs.
+there with a temporary directory (TMPDIR) of its own; the exit code and a line of the message
+must be the expected ones, no traceback may be printed, nothing may be pushed, nothing
+half-written may be left in the outputs and nothing at all in the temporary directory.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -19,6 +21,7 @@ CORPUS = Path(__file__).parent / "bad_inputs"
 # cases.yaml, then each cases-<topic>.yaml (one file per round of mistakes, so that rounds stay apart).
 CASES = [case for path in sorted(CORPUS.glob("cases*.yaml")) for case in yaml.safe_load(path.read_text()) or []]
 HIDDEN_WORK_PREFIXES = (".incomplete-", ".push-")  # staging of ingest and of a push: never left behind
+COMMANDS_WITHOUT_CONFIG = ("init", "sample-data")
 
 
 def _billion_laughs(directory: Path) -> None:
@@ -71,8 +74,54 @@ def _file_in_the_way(directory: Path) -> None:
     (directory / "in_the_way").write_text("a file where the outputs should go\n")
 
 
+def _model_inputs_only(directory: Path) -> None:
+    """`model/`: what `dtfx predict` reads of a model before any work (assets.extra/dtfx_inputs.json), and no model."""
+    from dtfx.components.names import MODEL_INPUTS_FILE
+
+    (directory / "model" / "assets.extra").mkdir(parents=True)
+    inputs = {"columns": {"x": "float", "n": "int", "colour": "bytes"}, "label": "label", "task": "classification",
+              "classes": ["a", "b"]}
+    (directory / "model" / "assets.extra" / MODEL_INPUTS_FILE).write_text(json.dumps(inputs))
+
+
+def _link_to_data(directory: Path) -> None:
+    (directory / "latest.parquet").symlink_to(directory / "data" / "mixed" / "b.parquet")
+
+
+def _tfrecord_one_class(directory: Path) -> None:
+    """data/one_class.tfrecord: good.csv's rows with the label 'a' in every one (validate reads no TFRecord labels)."""
+    import tensorflow as tf
+
+    rows = (CORPUS / "data" / "good.csv").read_text().splitlines()[1:]
+    with tf.io.TFRecordWriter(str(directory / "data" / "one_class.tfrecord")) as writer:
+        for row in rows:
+            x, n, colour, _ = row.split(",")
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[float(x)])),
+                "n": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(n)])),
+                "colour": tf.train.Feature(bytes_list=tf.train.BytesList(value=[colour.encode()])),
+                "label": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"a"])),
+            })).SerializeToString())
+
+
+def _nested_parquet(directory: Path) -> None:
+    """data/{struct,list_of_lists,map}.parquet: good.csv's columns and one nested column each."""
+    import pyarrow as pa
+    import pyarrow.csv
+    import pyarrow.parquet as pq
+
+    table = pyarrow.csv.read_csv(CORPUS / "data" / "good.csv")
+    x, n = table.column("x").to_pylist(), table.column("n").to_pylist()
+    nested = {"struct": ("point", pa.array([{"lat": v, "lon": -v} for v in x])),
+              "list_of_lists": ("path", pa.array([[[v, v], [v]] for v in x])),
+              "map": ("tags", pa.array([[("k", v)] for v in n], pa.map_(pa.string(), pa.int64())))}
+    for name, (column, values) in nested.items():
+        pq.write_table(table.append_column(column, values), directory / "data" / f"{name}.parquet")
+
+
 MAKERS = {maker.__name__.lstrip("_"): maker for maker in (
-    _billion_laughs, _big_config, _long_csvs, _tfrecord_with_inf, _model_module, _latin1_config, _file_in_the_way)}
+    _billion_laughs, _big_config, _long_csvs, _tfrecord_with_inf, _model_module, _latin1_config, _file_in_the_way,
+    _model_inputs_only, _link_to_data, _tfrecord_one_class, _nested_parquet)}
 
 
 def _param(case: dict):
@@ -101,8 +150,13 @@ def test_bad_input(case, tmp_path):
         MAKERS[case["make"]](directory)
 
     command = case.get("command", "validate")
-    args = [command, *case.get("args", [])] if command == "init" else [command, "config.yaml", *case.get("args", [])]
-    result = run_dtfx(*args, cwd=directory)
+    if command in COMMANDS_WITHOUT_CONFIG:
+        args = [command, *case.get("args", [])]
+    else:
+        args = [command, "config.yaml", *case.get("args", [])]
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    result = run_dtfx(*args, cwd=directory, TMPDIR=str(temporary))
 
     output = result.stdout + result.stderr
     assert result.returncode == case["exit"], output
@@ -113,3 +167,4 @@ def test_bad_input(case, tmp_path):
     assert not serving.exists() or not [p for p in serving.iterdir() if p.name.isdigit()], "a model was pushed"
     left = [p for p in outputs.rglob(".*") if p.name.startswith(HIDDEN_WORK_PREFIXES)] if outputs.exists() else []
     assert not left, f"half-written output left behind: {left}"
+    assert not list(temporary.iterdir()), f"left in the temporary directory: {list(temporary.iterdir())}"

@@ -1,11 +1,18 @@
-"""`dtfx run --watch`'s loop: which files it watches, when it runs again, what a bad save prints, fresh user code."""
+"""`dtfx run --watch`'s loop: which files it watches, when it runs again, what a bad save prints, fresh user code,
+and SIGTERM ending it as Ctrl-C does."""
 
 from __future__ import annotations
 
 import io
+import os
+import queue
+import shutil
+import signal
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +123,68 @@ def test_your_code_is_forgotten_even_where_python_itself_is_installed_above_it(u
 
     watch.forget_local_modules()
     assert "models.net" not in sys.modules
+
+
+class _Watcher:
+    """A `dtfx run CONFIG --watch` process with a temporary directory (TMPDIR) of its own, whose lines can be awaited."""
+
+    def __init__(self, config, temporary):
+        self.process = subprocess.Popen([str(Path(sys.executable).parent / "dtfx"), "run", str(config), "--watch"],
+                                        cwd=config.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env=dict(os.environ, PYTHONUNBUFFERED="1", TMPDIR=str(temporary)))
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.printed: list[str] = []
+        threading.Thread(target=lambda: [self.lines.put(line) for line in self.process.stdout], daemon=True).start()
+
+    def wait_for(self, prefix: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.printed or not self.printed[-1].startswith(prefix):
+            try:
+                self.printed.append(self.lines.get(timeout=max(0.1, deadline - time.monotonic())))
+            except queue.Empty:
+                raise AssertionError(f"no line {prefix!r} within {timeout} s:\n{''.join(self.printed)}") from None
+
+    def terminate(self) -> int:
+        """Sends SIGTERM, as `kill PID` or a service manager does; the exit code, with everything printed read."""
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=60)
+        if code == 0:
+            self.wait_for("dtfx: stopped watching", timeout=10)
+        return code
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+def test_sigterm_while_waiting_stops_watching_as_ctrl_c_does(tmp_path):
+    config = tmp_path / "config.yaml"
+    write(config, set_key(default_config(), "trainer.learning_rate", -1))  # an error: the watcher waits, nothing runs
+    (tmp_path / "tmp").mkdir()
+    watcher = _Watcher(config, tmp_path / "tmp")
+    try:
+        watcher.wait_for("dtfx: watching", timeout=120)
+        assert watcher.terminate() == 0, "".join(watcher.printed)
+        assert not any("Traceback" in line for line in watcher.printed), "".join(watcher.printed)
+    finally:
+        watcher.stop()
+
+
+@pytest.mark.slow
+def test_sigterm_after_a_run_leaves_nothing_in_the_temporary_directory(tmp_path):
+    """A run leaves AutoGraph's generated modules in the temporary directory until the process exits; a watcher ended
+    by SIGTERM must remove them as one ended by Ctrl-C does."""
+    corpus = tmp_path / "corpus"
+    shutil.copytree(Path(__file__).parent / "bad_inputs", corpus)  # a small classification that trains in seconds
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    watcher = _Watcher(corpus / "base.yaml", temporary)
+    try:
+        watcher.wait_for("dtfx: watching", timeout=600)
+        assert any("(succeeded" in line for line in watcher.printed), "".join(watcher.printed)
+        assert [path for path in temporary.iterdir() if path.name.startswith("__autograph_generated_file")]
+        assert watcher.terminate() == 0, "".join(watcher.printed)
+        assert not list(temporary.iterdir())
+    finally:
+        watcher.stop()

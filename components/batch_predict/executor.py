@@ -37,7 +37,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             return
         options = json.loads(exec_properties[OPTIONS_KEY])
         path = os.path.join(result.uri, PREDICTIONS_FILE)
-        counts = predict.predict(self._make_beam_pipeline(), path_utils.serving_model_path(model.uri),
+        counts = predict.predict(self._make_beam_pipeline, path_utils.serving_model_path(model.uri),
                                  exec_properties[DATA_PATH_KEY], path, options["images"], options["keys"])
         for error in counts.first_errors:
             logging.warning("not predicted: %s", error)

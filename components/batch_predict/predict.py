@@ -6,6 +6,11 @@ in batches, and written as a Parquet part; the parts are joined, in file order, 
 file, which appears only when complete. A row that cannot be predicted (a value of the wrong
 kind, a bad image, an example the model cannot parse) is not fatal: it gets no prediction and
 its reason in the `error` column, and is counted.
+
+The output's own columns (`prediction`, `probability_<class>`, `error`) are never taken from the input: an input
+column of one of those names that would be copied beside them is refused, so that the output has one format. The
+file's Parquet metadata holds PREDICTIONS_MARKER, by which `dtfx predict` knows an earlier output of its own (the
+only kind of file it replaces).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import dataclasses
 import json
 import os
 import uuid
+from collections.abc import Callable
 
 import apache_beam as beam
 import numpy as np
@@ -30,6 +36,8 @@ from dtfx.components.names import MODEL_INPUTS_FILE
 ERROR_COLUMN = "error"
 PREDICTION_COLUMN = "prediction"
 PROBABILITY_PREFIX = "probability_"
+# The key of the output's Parquet metadata that marks a file batch prediction wrote (its value: the model directory).
+PREDICTIONS_MARKER = b"dtfx.predictions"
 METRICS_NAMESPACE = "dtfx"
 SERVE_BATCH = 1024  # rows per call of the serving signature
 DESCRIBED_ROWS = 20  # bad rows per file whose CSV line is looked up
@@ -59,6 +67,11 @@ class RawInputs:
                             "train it again with this dtfx, or name another with --model")
         with fileio.open(path, "r") as handle:
             return cls(**json.loads(handle.read()))
+
+    def output_columns(self) -> list[str]:
+        """The columns batch prediction writes after the copied keys, in their order."""
+        probabilities = [PROBABILITY_PREFIX + name for name in self.classes] if self.task == "classification" else []
+        return [PREDICTION_COLUMN, *probabilities, ERROR_COLUMN]
 
 
 class _PredictFile(beam.DoFn):
@@ -180,13 +193,15 @@ class _PredictFile(beam.DoFn):
         return pa.table(table)
 
 
-def predict(pipeline: beam.Pipeline, model_dir: str, data_path: str, output_path: str, image_features: list[dict],
-            keys: list[str] | None = None) -> PredictionCounts:
-    """Runs `pipeline` (not yet run) predicting every row of the files at `data_path` into `output_path` (Parquet).
+def predict(make_pipeline: Callable[[], beam.Pipeline], model_dir: str, data_path: str, output_path: str,
+            image_features: list[dict], keys: list[str] | None = None) -> PredictionCounts:
+    """Predicts every row of the files at `data_path` into `output_path` (Parquet), in a pipeline of `make_pipeline`.
 
     `keys` are the input columns copied to the output beside the prediction; None copies every
     column the model does not read as a number or a category (ids, image paths, texts, a label).
-    Raises DataError for unusable input (no file, a missing column), naming it.
+    Raises DataError for unusable input (no file, a missing column, a copied column named as one of
+    the output's own), naming it, before the pipeline is made: Beam's Pipeline makes a temporary
+    directory that only its run removes (apache_beam/pipeline.py 2.59.0, Pipeline.__init__ and run).
     """
     inputs = RawInputs.of_model(model_dir)
     files = sources.list_data_files(data_path)
@@ -196,38 +211,58 @@ def predict(pipeline: beam.Pipeline, model_dir: str, data_path: str, output_path
     if first.format == "tfrecord":
         raise DataError(f"{files[0]}: batch prediction reads CSV or Parquet files")
     image_names = {feature["name"] for feature in image_features}
-    missing = [name for name in [*inputs.columns, *(keys or [])] if name not in first.columns]
+    missing = [name for name in inputs.columns if name not in first.columns]
     if missing:
         raise DataError(f"{files[0]}: the model reads column(s) {', '.join(missing)}, which the data does not have "
                         f"(columns: {', '.join(first.columns)})")
+    unknown = [name for name in keys or [] if name not in first.columns]
+    if unknown:
+        raise DataError(f"{files[0]}: the column(s) to copy {', '.join(unknown)} (--key of dtfx predict, predict.keys of "
+                        f"the config) are not in the data (columns: {', '.join(first.columns)})")
     if keys is None:
         tabular = {name for name in inputs.columns if name not in image_names and inputs.columns[name] != "bytes"}
         keys = [name for name in first.columns if name not in tabular]
+    clashing = [name for name in keys if name in inputs.output_columns()]
+    if clashing:
+        raise DataError(f"{files[0]}: column(s) {', '.join(clashing)} would be copied beside the predictions, but "
+                        f"batch prediction writes columns of those names itself ({', '.join(inputs.output_columns())}); "
+                        "rename them in the data, or name the columns to copy (--key of dtfx predict, predict.keys of "
+                        "the config)")
     staging = os.path.join(os.path.dirname(os.path.abspath(output_path)) if "://" not in output_path
                            else os.path.dirname(output_path), f".predictions-incomplete-{uuid.uuid4().hex}")
     try:
         fileio.makedirs(staging)
-        with pipeline:
+        with make_pipeline() as pipeline:
             _ = (pipeline
                  | "Files" >> beam.Create(list(enumerate(files)))
                  | "Predict" >> beam.ParDo(_PredictFile(model_dir, inputs, image_features, keys, staging)))
-        _join_parts(staging, len(files), output_path)
+        _join_parts(staging, len(files), output_path, model_dir)
     finally:
         if fileio.exists(staging):
             fileio.rmtree(staging)
     return _counts(output_path)
 
 
-def _join_parts(staging: str, num_files: int, output_path: str) -> None:
-    """The parts, in file order, into one Parquet file that is renamed into place when complete."""
+def _join_parts(staging: str, num_files: int, output_path: str, model_dir: str) -> None:
+    """The parts, in file order, into one Parquet file, marked as predictions, renamed into place when complete."""
     parts = [os.path.join(staging, f"part-{index:06d}.parquet") for index in range(num_files)]
     parts = [part for part in parts if fileio.exists(part)]
     temporary = os.path.join(staging, "joined.parquet")
     schema = pq.read_schema(_open_input(parts[0])) if parts else pa.schema([(ERROR_COLUMN, pa.string())])
+    schema = schema.with_metadata({**(schema.metadata or {}), PREDICTIONS_MARKER: model_dir.encode()})
     with _open_output(temporary) as out, pq.ParquetWriter(out, schema) as writer:
         for part in parts:
             writer.write_table(pq.read_table(_open_input(part)).cast(schema))
     fileio.rename(temporary, output_path, overwrite=True)
+
+
+def is_predictions_file(uri: str) -> bool:
+    """Whether `uri` is a Parquet file that batch prediction wrote (its metadata holds PREDICTIONS_MARKER)."""
+    try:
+        metadata = pq.read_schema(_open_input(uri)).metadata or {}
+    except (OSError, pa.ArrowException):  # not Parquet, unreadable, a directory
+        return False
+    return PREDICTIONS_MARKER in metadata
 
 
 def _counts(output_path: str, shown: int = 5) -> PredictionCounts:

@@ -15,7 +15,7 @@ import tempfile
 import time
 
 from dtfx.components.names import PUSHED_MODEL_OUTPUT
-from dtfx.pipeline.cli_args import add_config_verb
+from dtfx.pipeline.cli_args import OutputKind, add_config_verb, check_output
 from dtfx.pipeline.errors import ConfigError, UserError
 from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
 
@@ -25,12 +25,14 @@ REHEARSAL_IMAGE = "dtfx-rehearsal"
 # Open-source Kubeflow's own artifact store, the root a rehearsal uses when the config sets none.
 DEFAULT_ROOT = "minio://mlpipeline/v2/artifacts"
 EXIT_TASK_FAILED = 1
+DEFAULT_OUTPUT = "pipeline.yaml"
 
 
 def add_commands(verbs) -> None:
     """Adds `compile`, `submit` and `rehearse` to `verbs`, the CLI's argparse subparsers object."""
     compile_ = add_config_verb(verbs, "compile", "Compile the pipeline for Kubeflow Pipelines v2 (a PipelineSpec YAML file).")
-    compile_.add_argument("-o", "--output", default="pipeline.yaml", help="output file, .yaml (default: pipeline.yaml)")
+    compile_.add_argument("-o", "--output", help=f"output file, .yaml: new, or an earlier output of dtfx compile, which "
+                                                 f"it replaces (default: {DEFAULT_OUTPUT})")
     compile_.set_defaults(handler=compile_command)
 
     submit = add_config_verb(verbs, "submit", "Compile the pipeline and start a run on a Kubeflow Pipelines API.")
@@ -50,7 +52,8 @@ def add_commands(verbs) -> None:
     )
     submit.add_argument("--cookie", help="a session cookie NAME=VALUE for an API behind Dex or oauth2-proxy "
                                          "(e.g. authservice_session=...)")
-    submit.add_argument("-o", "--output", help="also keep the submitted pipeline file here (.yaml)")
+    submit.add_argument("-o", "--output", help="also keep the submitted pipeline file here (.yaml; new, or an earlier "
+                                               "output of dtfx compile or submit)")
     submit.set_defaults(handler=submit_command)
 
     rehearse = add_config_verb(
@@ -80,10 +83,12 @@ def add_commands(verbs) -> None:
 
 def compile_command(args) -> int:
     """`dtfx compile`: checks the config for a cluster, then writes the PipelineSpec YAML."""
+    output = args.output or DEFAULT_OUTPUT
+    check_compiled_output(f"-o {output}" if args.output else f"the default output {output} (-o)", output, args.config)
     config = _cluster_config(args)
     from dtfx.pipeline.kubeflow.compiler import compile_pipeline
 
-    compiled = compile_pipeline(config, args.output, config.kubeflow.image, config.kubeflow.pipeline_root)
+    compiled = compile_pipeline(config, output, config.kubeflow.image, config.kubeflow.pipeline_root)
     _print_compiled(compiled)
     return 0
 
@@ -92,6 +97,8 @@ def submit_command(args) -> int:
     """`dtfx submit`: compiles, then creates a run of the compiled file through kfp.Client."""
     if not args.host:
         raise UserError("give the Kubeflow Pipelines address with --host URL (or set KF_PIPELINES_ENDPOINT)")
+    if args.output:
+        check_compiled_output(f"-o {args.output}", args.output, args.config)
     config = _cluster_config(args)
     from dtfx.pipeline.kubeflow.compiler import compile_pipeline
     from dtfx.pipeline.kubeflow.submit import Access, submit_run
@@ -117,6 +124,9 @@ def rehearse_command(args) -> int:
     from dtfx.pipeline.kubeflow.image import environment_problems
     from dtfx.pipeline.loader import load_config
 
+    if args.workdir:
+        spec_path = os.path.join(args.workdir, DEFAULT_OUTPUT)
+        check_compiled_output(f"{spec_path} (the compiled pipeline in --workdir {args.workdir})", spec_path, args.config)
     # Here the "cluster" is this machine: the data must exist here, and relative paths are taken from
     # the current directory, as `dtfx run` takes them.
     config = load_config(args.config, args.overrides)
@@ -138,7 +148,7 @@ def rehearse_command(args) -> int:
     from dtfx.pipeline.kubeflow.compiler import compile_pipeline
     from dtfx.pipeline.kubeflow.object_store import ObjectStore, local_s3_server
     from dtfx.pipeline.kubeflow.rehearsal import REPORT_FILE, RehearsalError, rehearse
-    spec_path = os.path.join(workdir, "pipeline.yaml")
+    spec_path = os.path.join(workdir, DEFAULT_OUTPUT)
     # It pushes to the pipeline's serving directory, as a run does: never beside a run of the same pipeline.
     if args.s3_endpoint:
         credentials = {"aws_access_key_id": os.environ.get("AWS_ACCESS_KEY_ID"),
@@ -179,6 +189,51 @@ def rehearse_command(args) -> int:
     print(_pushed_line(result))
     print(f"rehearsal: {workdir} (succeeded, {seconds:.0f} s)")
     return 0
+
+
+def check_compiled_output(label: str, path: str, config_path: str) -> None:
+    """Refuses (UserError) to compile to `path`, or to the training job file beside it, where that would replace the
+    config or a file dtfx compile did not write."""
+    from dtfx.pipeline.kubeflow.compiler import training_job_path
+
+    inputs = [(config_path, "the config")]
+    check_output(label, path, inputs, COMPILED_PIPELINE)
+    job = training_job_path(path)
+    check_output(f"{job} (the training job file beside {path})", job, inputs, TRAINING_JOB)
+
+
+def _is_compiled_pipeline(path: str) -> bool:
+    from dtfx.pipeline.kubeflow.compiler import SPEC_HEADER
+
+    head = _first_lines(path, 3)
+    return head[:1] == [SPEC_HEADER[0]] and SPEC_HEADER[1] in head
+
+
+def _is_training_job(path: str) -> bool:
+    from dtfx.pipeline.kubeflow.compiler import TRAINING_JOB_HEADER
+
+    return _first_lines(path, 1) == [TRAINING_JOB_HEADER]
+
+
+def _first_lines(path: str, count: int) -> list[str]:
+    """The first `count` lines of a text file, without their line ends; none when it is no readable text file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return [handle.readline().rstrip("\r\n") for _ in range(count)]
+    except (OSError, UnicodeDecodeError):
+        return []
+
+
+COMPILED_PIPELINE = OutputKind(
+    noun="the compiled pipeline",
+    written_by="a pipeline file of dtfx compile (its first line '# PIPELINE DEFINITION', then 'compiled by dtfx')",
+    recognises=_is_compiled_pipeline,
+)
+TRAINING_JOB = OutputKind(
+    noun="the compiled pipeline",
+    written_by="a training job file of dtfx compile (its first line '# The training job that the train step ...')",
+    recognises=_is_training_job,
+)
 
 
 def _token(path: str | None) -> str | None:

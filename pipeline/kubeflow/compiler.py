@@ -40,6 +40,9 @@ OPEN_SOURCE_EXECUTORS = ("container", "importer")
 INGEST_STEP = "ingest"
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"  # TFX's entrypoint: the step's input definitions, as JSON
 PREDICT_STEP = "predict"
+# The first lines of what compiling writes, by which `dtfx compile` knows an earlier output of its own (kubeflow/commands.py).
+SPEC_HEADER = ("# PIPELINE DEFINITION", "# Description: compiled by dtfx (TFX KubeflowV2DagRunner) for Kubeflow Pipelines v2")
+TRAINING_JOB_HEADER = "# The training job that the train step of the compiled pipeline creates in each run (dtfx compile)."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,7 +115,7 @@ def write_training_job(output: str, config: Config, settings: JobSettings, clust
     path = training_job_path(output)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(
-            "# The training job that the train step of the compiled pipeline creates in each run (dtfx compile).\n"
+            f"{TRAINING_JOB_HEADER}\n"
             "# Per run: metadata.name is dtfx-train-<12 hex digits of the run's model URI>, metadata.namespace the\n"
             "# run's namespace, and the pod that runs the step owns the job (ownerReferences). The step copies the\n"
             f"# data to {settings.staging_dir(name)} on claim {settings.volume_claim}, waits for the job,\n"
@@ -261,11 +264,7 @@ def _add_output_types(spec: dict) -> None:
 def write_spec(path: str, spec: dict, platform_spec: dict | None) -> None:
     """Writes the PipelineSpec (and the Kubernetes platform spec, when there is one) as KFP's YAML package."""
     documents = [spec] + ([platform_spec] if platform_spec else [])
-    header = [
-        "# PIPELINE DEFINITION",
-        f"# Name: {spec['pipelineInfo']['name']}",
-        "# Description: compiled by dtfx (TFX KubeflowV2DagRunner) for Kubeflow Pipelines v2",
-    ]
+    header = [SPEC_HEADER[0], f"# Name: {spec['pipelineInfo']['name']}", SPEC_HEADER[1]]
     inputs = spec["root"].get("inputDefinitions", {}).get("parameters", {})
     if inputs:
         header.append("# Inputs:")

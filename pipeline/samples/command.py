@@ -21,12 +21,17 @@ SAMPLES = {
 def write_sample(name: str, directory: str) -> str:
     """Writes sample `name` into `directory` (made whole, then moved into place); returns the data file's path.
 
-    A directory that holds the sample already is left as it is.
+    A directory that holds the sample already is left as it is. Raises UserError for a path where no directory can
+    be (a file in the way, a kernel file system) and for a directory that holds something else.
     """
     from dtfx.components.registry import load_function
+    from dtfx.pipeline.data_source import unwritable_dir
 
     writer, data_file, _ = SAMPLES[name]
     target = os.path.join(directory, data_file)
+    reason = unwritable_dir(os.path.abspath(directory))
+    if reason:  # a file in the way, a kernel file system: say so, rather than fail half-way with a traceback
+        raise UserError(f"DIR {directory}: {reason}")
     if os.path.exists(target):
         return target
     if os.path.exists(directory) and os.listdir(directory):

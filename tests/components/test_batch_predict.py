@@ -1,14 +1,24 @@
 """Batch prediction's conversion of data rows into the serving signature's examples: a bad cell marks its row,
-never the batch (the model itself is exercised end to end in tests/e2e/test_samples.py)."""
+never the batch; the output's own columns and its marker, over a small SavedModel made here (a trained model is
+exercised end to end in tests/e2e/test_samples.py)."""
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
+
+import apache_beam as beam
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
 
 from dtfx.components.batch_predict import predict
 from dtfx.components.errors import DataError
+from dtfx.components.names import MODEL_INPUTS_FILE
+from dtfx.pipeline.batch_prediction import check_predictions_output
+from dtfx.pipeline.errors import UserError
 
 
 def test_a_cell_of_the_wrong_kind_marks_its_row_and_the_others_are_converted():
@@ -29,3 +39,79 @@ def test_a_cell_of_the_wrong_kind_marks_its_row_and_the_others_are_converted():
 def test_a_model_without_its_inputs_file_is_refused_naming_it(tmp_path):
     with pytest.raises(DataError, match=r"is not a dtfx model with batch prediction \(.*dtfx_inputs.json is missing\)"):
         predict.RawInputs.of_model(str(tmp_path))
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> str:
+    """A SavedModel as batch prediction reads one: `serving_default` over serialized tf.Examples, and the inputs file
+    (a classifier of x into a and b; made here, without training, as the Trainer's signature answers)."""
+    directory = str(tmp_path_factory.mktemp("model"))
+    spec = {"x": tf.io.FixedLenFeature([], tf.float32, default_value=0.0)}
+
+    class Model(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+        def serve(self, serialized):
+            x = tf.io.parse_example(serialized, spec)["x"]
+            scores = tf.stack([1 - tf.sigmoid(x - 5), tf.sigmoid(x - 5)], axis=1)
+            return {"scores": scores, "predicted_class": tf.gather(tf.constant([b"a", b"b"]), tf.argmax(scores, axis=1)),
+                    "valid": tf.ones_like(x, tf.bool)}
+
+    model = Model()
+    tf.saved_model.save(model, directory, signatures={"serving_default": model.serve})
+    os.makedirs(os.path.join(directory, "assets.extra"))
+    with open(os.path.join(directory, "assets.extra", MODEL_INPUTS_FILE), "w") as handle:
+        json.dump({"columns": {"x": "float"}, "label": "label", "task": "classification", "classes": ["a", "b"]}, handle)
+    return directory
+
+
+def _scored_csv(path) -> str:
+    """New data that carries a score of another tool, in a column named as one of batch prediction's own."""
+    path.write_text("id,x,prediction\n7,1.0,yes\n8,9.0,no\n")
+    return str(path)
+
+
+def test_a_column_named_as_an_output_column_is_refused_naming_it_and_left_out_with_keys(model_dir, tmp_path):
+    data, output = _scored_csv(tmp_path / "new.csv"), str(tmp_path / "predictions.parquet")
+    with pytest.raises(DataError, match=r"new.csv: column\(s\) prediction would be copied beside the predictions, but "
+                                        r"batch prediction writes columns of those names itself \(prediction, "
+                                        r"probability_a, probability_b, error\)"):
+        predict.predict(beam.Pipeline, model_dir, data, output, [])
+    assert not os.path.exists(output)
+
+    counts = predict.predict(beam.Pipeline, model_dir, data, output, [], keys=["id"])
+    table = pq.read_table(output)
+    assert counts.rows == 2 and counts.bad_rows == 0
+    assert table.column_names == ["id", "prediction", "probability_a", "probability_b", "error"]
+    assert table.column("prediction").to_pylist() == ["a", "b"]  # the model's, not the input's yes and no
+
+
+def test_the_output_is_marked_so_that_dtfx_predict_replaces_it_and_only_it(model_dir, tmp_path):
+    data, output = _scored_csv(tmp_path / "new.csv"), str(tmp_path / "predictions.parquet")
+    config = tmp_path / "config.yaml"
+    config.write_text("pipeline: {name: p}\n")
+    predict.predict(beam.Pipeline, model_dir, data, output, [], keys=["id"])
+    assert pq.read_schema(output).metadata[predict.PREDICTIONS_MARKER] == model_dir.encode()
+    assert predict.is_predictions_file(output)
+    check_predictions_output(output, str(config), data)  # an earlier output of dtfx predict: replaced
+
+    pq.write_table(pq.read_table(output).replace_schema_metadata(None), output)  # the same table, written by another tool
+    assert not predict.is_predictions_file(output) and not predict.is_predictions_file(data)
+    with pytest.raises(UserError, match="exists and is not a predictions file of dtfx predict"):
+        check_predictions_output(output, str(config), data)
+
+
+def test_nothing_is_made_in_the_temporary_directory_for_data_that_is_refused(model_dir, tmp_path, monkeypatch):
+    # Beam's Pipeline makes a directory there that only its run removes: a refusal must come before the pipeline.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "new.csv").write_text("id,y\n1,2\n")
+    with pytest.raises(DataError, match="the model reads column"):
+        predict.predict(beam.Pipeline, model_dir, str(tmp_path / "new.csv"), str(tmp_path / "out.parquet"), [])
+    assert not list((tmp_path / "tmp").iterdir())
+
+
+def test_a_key_column_the_data_lacks_is_named_as_a_key(model_dir, tmp_path):
+    data = _scored_csv(tmp_path / "new.csv")
+    with pytest.raises(DataError, match=r"new.csv: the column\(s\) to copy nosuch \(--key of dtfx predict, predict.keys "
+                                        r"of the config\) are not in the data \(columns: id, x, prediction\)"):
+        predict.predict(beam.Pipeline, model_dir, data, str(tmp_path / "out.parquet"), [], keys=["id", "nosuch"])
