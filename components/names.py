@@ -32,6 +32,8 @@ EXAMPLES_OUTPUT = "examples"
 SKIPPED_IMAGES_PROPERTY = "rows_skipped_for_bad_images"
 # ... and the formats and sizes of its images and the lengths of its texts, as read (example_gen.profile), in JSON.
 DATA_PROFILE_PROPERTY = "data_profile"
+# ... whose list under this key holds what ingest warns of (a split other than train with one label class).
+DATA_PROFILE_WARNINGS = "warnings"
 
 # Written by the Trainer's run_fn into its model-run directory: figures and metrics per epoch.
 TRAIN_STATS_FILE = "train_stats.json"

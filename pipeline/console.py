@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from dtfx.components.names import DATA_PROFILE_WARNINGS
 from dtfx.pipeline.layout import SUMMARY_FILE
 from dtfx.pipeline.run_summary import Evaluation, RunSummary
 
@@ -68,6 +69,8 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
         print(f"beam: {summary.beam.runner} ({' '.join(summary.beam.options)})")
     for line in describe_profile(summary.data_profile or {}):
         print(f"data: {line}")
+    for warning in (summary.data_profile or {}).get(DATA_PROFILE_WARNINGS, []):
+        print(f"warning: {warning}")
     if summary.skipped_bad_images:
         print(f"ingest: {summary.skipped_bad_images:,} row(s) left out for a bad image (data.on_bad_image: skip; "
               f"which and why: {summary.log})")

@@ -11,14 +11,17 @@ import dataclasses
 import glob
 import gzip
 import importlib.util
+import itertools
 import os
 
-# Ingest decides a file's format by its name and reads its columns through the same registry.
-from dtfx.components.example_gen.sources import NULL_VALUES  # the cells ingest reads as missing
+# Ingest's rules, which validate applies to the same files: which files a data path reads (DATA_SUFFIXES),
+# the cells it reads as missing, the columns a Parquet file may hold, a CSV record's column count, a label's
+# classes. Ingest decides a file's format by its name and reads its columns through the same registry.
+from dtfx.components.example_gen import labels, sources
+from dtfx.components.example_gen.sources import DATA_SUFFIXES, NULL_VALUES, read_parquet_kinds  # noqa: F401
 from dtfx.components.registry.formats import FORMATS, format_of
 
 PACKAGE_SCHEME = "package://"
-DATA_SUFFIXES = tuple(suffix for entry in FORMATS for suffix in entry.suffixes)
 
 
 def resolve_path(path: str, base_dir: str | None = None) -> str:
@@ -163,13 +166,28 @@ def unwritable_dir(path: str) -> str | None:
 
 
 def list_files(path: str) -> list[str]:
-    """The data files that `path` (a file, a directory or a glob) names, sorted; hidden files skipped."""
-    if os.path.isdir(path):
-        names = sorted(os.listdir(path))
-        return [os.path.join(path, n) for n in names if not n.startswith((".", "_")) and os.path.isfile(os.path.join(path, n))]
-    if glob.has_magic(path):
-        return sorted(p for p in glob.glob(path) if os.path.isfile(p))
-    return [path] if os.path.isfile(path) else []
+    """The data files that `path` (a file, a directory or a glob) names, sorted, as ingest lists them
+    (sources.list_data_files, without loading TensorFlow). Raises DataError naming a file of a directory
+    or glob that is not data (sources.data_files_among)."""
+    named = os.path.join(path, "*") if os.path.isdir(path) else path
+    found = glob.glob(named) if glob.has_magic(named) else [path]
+    return sources.data_files_among(named, sorted(p for p in found if os.path.isfile(p)))
+
+
+def ragged_record(path: str, num_columns: int, records: int) -> tuple[str | None, int]:
+    """(where one of the first `records` records of a CSV file has not `num_columns` fields, as ingest says it, or
+    None; the records read). Nothing to read in other formats."""
+    if format_of(path) != "csv":
+        return None, 0
+    return sources.ragged_record(path, num_columns, records)
+
+
+def label_classes(files: list[str], label: str) -> tuple[dict[str, int], int] | None:
+    """({class: rows}, rows without a label) of column `label` in the CSV or Parquet `files`, read only until a second
+    class shows: exact when fewer than two. None for TFRecord files (only ingest decodes their records)."""
+    if any(format_of(path) == "tfrecord" for path in files):
+        return None
+    return labels.count_classes(itertools.chain.from_iterable(sources.label_columns(path, label) for path in files))
 
 
 def files_version(path: str) -> str:

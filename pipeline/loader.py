@@ -16,6 +16,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from dtfx.components.example_gen.labels import NOUN, too_few_classes
+from dtfx.components.example_gen.sources import describe_paths, image_kind_problem, nothing_to_learn
 from dtfx.components.registry.formats import format_of
 from dtfx.components.registry.metrics import TASKS, metrics_for, unreachable_bounds
 from dtfx.pipeline import data_source, model_module
@@ -286,7 +288,10 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
         data_path = data_source.resolve_path(data["path"])
     except FileNotFoundError as error:
         return [Problem("data.path", str(error), where_path)]
-    files = data_source.list_files(data_path)
+    try:
+        files = data_source.list_files(data_path)
+    except ValueError as error:  # a file of a directory or glob that is not data
+        return [Problem("data.path", str(error), where_path)]
     if not files:
         return [Problem("data.path", f"no data file at {data_path}", where_path)]
     problems: list[Problem] = []
@@ -300,25 +305,13 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
         problems.append(Problem("features.image", "ingest copies TFRecord records as they are, so it cannot check or "
                                 "resize their images: give the images as CSV paths or Parquet bytes",
                                 line_of("features.image", lines)))
-    columns = None
-    for file in files:
-        try:
-            problem = data_source.content_problem(file)
-            file_columns = None if problem else data_source.read_columns(file)
-        except ValueError as error:
-            problem = str(error)
-        except OSError as error:
-            problem = f"{file}: cannot read the file ({error.strerror})"
-        if problem:
-            problems.append(Problem("data.path", problem, where_path))
-            continue
-        if file_columns is None:
-            continue
-        if columns is not None and file_columns != columns:
-            problems.append(Problem("data.path", f"{file}: columns differ from those of {files[0]}", where_path))
-        columns = columns or file_columns
+    file_problems, columns = _columns_of(files)
+    problems += [Problem("data.path", problem, where_path) for problem in file_problems]
     if columns is None:
         return problems
+    label = data.get("label")
+    if isinstance(label, str) and set(columns) == {label}:
+        problems.append(Problem("data.path", f"{files[0]}: {nothing_to_learn(label)}", where_path))
     where = f"columns of {files[0]}: {', '.join(columns)}"
     named = [("data.label", data.get("label"))]
     features = _section(raw, "features")
@@ -339,6 +332,67 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
             problems += _value_problems(files[0], named, missing, data, lines)
         except (OSError, csv.Error):
             pass  # an unreadable file is reported above, from its header
+    elif formats[files[0]] == "parquet":
+        problems += _parquet_image_problems(files[0], named, missing, lines)
+    if isinstance(label, str) and label not in missing:
+        problems += _label_problems(files, label, data.get("task", "classification"), lines)
+    return problems
+
+
+def _columns_of(files: list[str]) -> tuple[list[str], list[str] | None]:
+    """(what is wrong with each file, the columns of the first file that has them): every file readable, its
+    compression as named, its columns those of the first; in the first SAMPLE_ROWS records of the data (file
+    after file), every record as long as its header."""
+    problems, columns = [], None
+    records = data_source.SAMPLE_ROWS
+    for file in files:
+        try:
+            problem = data_source.content_problem(file)
+            file_columns = None if problem else data_source.read_columns(file)
+            if file_columns and records:
+                problem, read = data_source.ragged_record(file, len(file_columns), records)
+                records -= read
+        except ValueError as error:
+            problem = str(error)
+        except OSError as error:
+            problem = f"{file}: cannot read the file ({error.strerror})"
+        if problem:
+            problems.append(problem)
+        elif file_columns is not None:
+            if columns is not None and file_columns != columns:
+                problems.append(f"{file}: columns differ from those of {files[0]}")
+            columns = columns or file_columns
+    return problems, columns
+
+
+def _label_problems(files: list[str], label: str, task: Any, lines: dict[str, int]) -> list[Problem]:
+    """The label must hold two values at least: a classification's classes (as ingest requires of the training
+    split, which it draws from these files), a regression's numbers."""
+    try:
+        counted = data_source.label_classes(files, label)
+    except (ValueError, OSError):
+        return []  # unreadable further down: ingest names the line
+    if counted is None or task not in NOUN:
+        return []
+    problem = too_few_classes(describe_paths(files), label, *counted, "the data", task)
+    return [Problem("data.label", problem, line_of("data.label", lines))] if problem else []
+
+
+def _parquet_image_problems(path: str, named: list[tuple[str, Any]], missing: set[str],
+                            lines: dict[str, int]) -> list[Problem]:
+    """Image features of a Parquet file must be columns of paths or bytes, as ingest requires (sources.make_plan)."""
+    images = [(key, name) for key, name in named if key.startswith("features.image.") and name not in missing]
+    if not images:
+        return []
+    try:
+        kinds = data_source.read_parquet_kinds(path)
+    except ValueError:
+        return []  # reported above, from its columns
+    problems = []
+    for key, name in images:
+        problem = image_kind_problem(name, kinds.get(name, "null"))
+        if problem:
+            problems.append(Problem(key, f"{path}: {problem}", line_of(key, lines)))
     return problems
 
 
@@ -348,8 +402,12 @@ def _local_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]
     predict_data = _section(raw, "predict").get("data")
     if isinstance(predict_data, str) and "://" not in predict_data:
         path = data_source.resolve_path(predict_data)
-        if not data_source.list_files(path):
-            problems.append(Problem("predict.data", f"no data file at {path}", line_of("predict.data", lines)))
+        try:
+            problem = None if data_source.list_files(path) else f"no data file at {path}"
+        except ValueError as error:  # a file of a directory or glob that is not data
+            problem = str(error)
+        if problem:
+            problems.append(Problem("predict.data", problem, line_of("predict.data", lines)))
     schema_path = _section(raw, "schema").get("path")
     if isinstance(schema_path, str):
         problem = _schema_problem(data_source.resolve_path(schema_path))
@@ -362,13 +420,13 @@ def _value_problems(
     path: str, named: list[tuple[str, Any]], missing: set[str], data: dict[str, Any], lines: dict[str, int]
 ) -> list[Problem]:
     """From the first rows of the first CSV file: numeric features and a regression label hold finite numbers,
-    the label has values."""
+    image features do not hold numbers."""
     task, non_finite = data.get("task", "classification"), data.get("non_finite", "error")
     numeric = [(key, name) for key, name in named if key.startswith("features.numeric.")]
     if task == "regression":
         numeric.append(("data.label", named[0][1]))
-    label = named[0][1]
-    wanted = [name for _, name in numeric] + [label]
+    images = [(key, name) for key, name in named if key.startswith("features.image.")]
+    wanted = [name for _, name in numeric + images]
     samples = data_source.sample_columns(path, [n for n in wanted if isinstance(n, str) and n not in missing])
     problems = []
     for key, name in numeric:
@@ -383,9 +441,12 @@ def _value_problems(
             problems.append(Problem(key, f"{path}, line {line}: {cell!r} in column {name!r} is not a finite number; "
                                          "fix the data, or set data.non_finite: missing to treat such values as missing",
                                     line_of(key, lines)))
-    if isinstance(label, str) and label in samples and samples[label].present == 0:
-        problems.append(Problem("data.label", f"the label column {label!r} has no value in the first "
-                                              f"{data_source.SAMPLE_ROWS:,} rows of {path}", line_of("data.label", lines)))
+    for key, name in images:
+        sample = samples.get(name)
+        if sample and sample.present and sample.first_non_number is None:
+            problem = image_kind_problem(name, "float")
+            problems.append(Problem(key, f"{path}: {problem} (all {sample.present:,} values read are numbers)",
+                                    line_of(key, lines)))
     return problems
 
 

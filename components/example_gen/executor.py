@@ -35,9 +35,9 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from dtfx.components.errors import DataError
-from dtfx.components.example_gen import assign, encode, images, profile, sources, tfrecord
+from dtfx.components.example_gen import assign, encode, images, labels, profile, sources, tfrecord
 from dtfx.components.example_gen.options import IngestOptions
-from dtfx.components.names import DATA_PROFILE_PROPERTY, SKIPPED_IMAGES_PROPERTY
+from dtfx.components.names import DATA_PROFILE_PROPERTY, DATA_PROFILE_WARNINGS, SKIPPED_IMAGES_PROPERTY
 
 FILE_PREFIX = "data_tfrecord"  # stock ExampleGen's name, so tools that glob for it find the shards
 FILE_FORMAT = "tfrecords_gzip"
@@ -70,11 +70,13 @@ class _EncodeFile(beam.DoFn):
         self._skipped = beam.metrics.Metrics.counter(METRICS_NAMESPACE, SKIPPED_IMAGES_COUNTER)
         self._logged = 0
         self._profile = profile.ProfileRecorder()
+        self._classes = _ClassCounter() if options.task == "classification" else None
 
     def process(self, indexed_path: tuple[int, str], scans: list[sources.FileScan]):
         # Unifying the scans is cheap (one small record per file), so each file does it rather than
         # paying for another Beam stage.
-        plan = sources.make_plan(scans, self._options.label, self._options.key, self._options.numeric_columns())
+        plan = sources.make_plan(scans, self._options.label, self._options.key, self._options.numeric_columns(),
+                                 tuple(image["name"] for image in self._options.images))
         index, _ = indexed_path
         scan = plan.files[index]
         file_rows = 0
@@ -83,14 +85,17 @@ class _EncodeFile(beam.DoFn):
             for batch in batches:
                 batch_rows = len(batch)
                 batch, kept = self._with_images(scan, batch, file_rows)
-                examples, key_values = self._encode(scan, batch, plan, file_rows, kept)
+                examples, key_values, label_values = self._encode(scan, batch, plan, file_rows, kept)
                 crcs = tfrecord.data_crcs(examples.to_numpy(zero_copy_only=False))
                 framed = tfrecord.frame(examples, crcs)
                 hashes = assign.content_hashes(crcs, pc.binary_length(examples).to_numpy(zero_copy_only=False))
                 row_numbers = plan.offsets[index] + file_rows + (np.arange(batch_rows) if kept is None else kept)
-                groups = self._assign(hashes, key_values, row_numbers, plan.total_rows)
+                groups = list(self._assign(hashes, key_values, row_numbers, plan.total_rows))
                 parts.write_batch([((self._split_names[split], shard), framed.take(pa.array(rows)))
                                    for (split, shard), rows in groups])
+                if self._classes:
+                    for (split, _), rows in groups:
+                        self._classes.count(self._split_names[split], label_values.take(pa.array(rows)))
                 file_rows += batch_rows
         if file_rows != scan.num_rows:
             raise DataError(f"{scan.path}: the file changed while it was read ({scan.num_rows} rows, then {file_rows}); "
@@ -133,17 +138,21 @@ class _EncodeFile(beam.DoFn):
         return batch.take(pa.array(kept)), kept
 
     def _encode(self, scan, batch, plan, first_row, kept=None):
-        """(serialized examples as a binary array, key column values or None) of one batch."""
+        """(serialized examples as a binary array, key column values or None, label values or None) of one batch;
+        the label's values only when its classes are counted."""
         key = self._options.key if self._options.strategy == "hash" else None
+        label = self._options.label if self._classes else None
         try:
             if plan.format == "tfrecord":
-                return encode.finite_records(batch, self._options.non_finite), (_tfrecord_key(batch, key) if key else None)
+                records = encode.finite_records(batch, self._options.non_finite)
+                return records, *(_tfrecord_column(batch, name, plan.kinds) if name else None for name in (key, label))
             arrays = encode.to_feature_values(batch, plan.kinds, self._options.non_finite)
         except encode.ValueConversionError as error:
             row = error.row if kept is None else int(kept[error.row])
             raise DataError(f"{sources.describe_row(scan, first_row + row)}: {error}") from None
-        key_values = encode.first_values(arrays[plan.columns.index(key)]) if key else None
-        return encode.encode_examples(list(plan.columns), arrays), key_values
+        key_values, label_values = (encode.first_values(arrays[plan.columns.index(name)]) if name else None
+                                    for name in (key, label))
+        return encode.encode_examples(list(plan.columns), arrays), key_values, label_values
 
     def _assign(self, hashes, key_values, row_numbers, total_rows):
         """Yields ((split index, shard), row indices in input order) for the non-empty groups."""
@@ -176,14 +185,39 @@ class _WriteShard(beam.DoFn):
         tfrecord.join_parts(paths, target)
 
 
-def _tfrecord_key(records: np.ndarray, key: str):
-    """The key column of serialized tf.Examples (decoded for this only); null where absent."""
+class _ClassCounter:
+    """Counts the rows of each label class per split as Beam counters (labels.counter_name), up to
+    labels.KEPT_CLASSES classes per split: enough to tell a split of one class, few counters for many classes."""
+
+    def __init__(self):
+        self._classes: dict[str, set] = {}
+
+    def count(self, split: str, values: pa.Array) -> None:
+        known = self._classes.setdefault(split, set())
+        for value, rows in labels.value_counts(values):
+            if value is not None and value not in known:
+                if len(known) == labels.KEPT_CLASSES:
+                    continue
+                known.add(value)
+            beam.metrics.Metrics.counter(labels.COUNTER_NAMESPACE, labels.counter_name(split, value)).inc(rows)
+
+
+def _tfrecord_column(records: np.ndarray, name: str, kinds: dict[str, str]) -> pa.Array:
+    """The first values of feature `name` of serialized tf.Examples, decoded for this only; null where absent.
+
+    tfx_bsl's decoder given a schema decodes only its features (tfx_bsl 1.16, coders/example_coder.py,
+    ExamplesToRecordBatchDecoder).
+    """
+    from tensorflow_metadata.proto.v0 import schema_pb2
     from tfx_bsl.coders import example_coder
 
-    batch = example_coder.ExamplesToRecordBatchDecoder().DecodeBatch(list(records))
-    if key not in batch.schema.names:
+    kind = kinds.get(name, "null")
+    if kind == "null":
         return pa.nulls(len(records))
-    return encode.first_values(batch.column(key))
+    schema = schema_pb2.Schema()
+    schema.feature.add(name=name, type={"int": schema_pb2.INT, "float": schema_pb2.FLOAT}.get(kind, schema_pb2.BYTES))
+    batch = example_coder.ExamplesToRecordBatchDecoder(schema.SerializeToString()).DecodeBatch(list(records))
+    return encode.first_values(batch.column(name))
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
@@ -208,12 +242,15 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
         staging = os.path.join(examples.uri, f".incomplete-{uuid.uuid4().hex}")
         try:
-            skipped, data_profile = self._run_pipeline(files, options, split_names, split_sizes, staging)
+            skipped, data_profile, class_counts = self._run_pipeline(files, options, split_names, split_sizes, staging)
             _check_no_split_is_empty(staging, split_names, split_sizes, options.num_shards)
+            warnings = _check_classes(files, options, split_names, class_counts)
             _publish(staging, examples.uri, split_names, options.num_shards)
         finally:
             if fileio.exists(staging):
                 fileio.rmtree(staging)
+        if warnings:
+            data_profile = {**data_profile, DATA_PROFILE_WARNINGS: warnings}
 
         if skipped:
             logging.warning("ShardedExampleGen left out %d rows with a bad image (data.on_bad_image: skip)", skipped)
@@ -242,7 +279,35 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         except DataError as error:
             # Beam appends the step name to the message; the user only needs file and line.
             raise DataError(_BEAM_STEP_SUFFIX.sub("", str(error))) from None
-        return _skipped_rows(pipeline.result) if options.images else 0, profile.read_profile(pipeline.result)
+        skipped = _skipped_rows(pipeline.result) if options.images else 0
+        return skipped, profile.read_profile(pipeline.result), _class_counts(pipeline.result)
+
+
+def _class_counts(result) -> dict[str, tuple[dict[str, int], int]]:
+    """{split: ({class: rows}, rows without a label)} from the Encode step's counters (_ClassCounter)."""
+    query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(labels.COUNTER_NAMESPACE))
+    counters: dict[str, int] = {}
+    for counter in query["counters"]:
+        name = counter.key.metric.name
+        counters[name] = counters.get(name, 0) + (counter.committed or counter.attempted or 0)
+    return labels.split_counts(counters)
+
+
+def _check_classes(files: list[str], options: IngestOptions, split_names: list[str],
+                   counts: dict[str, tuple[dict[str, int], int]]) -> list[str]:
+    """Raises DataError when a classification's training split holds fewer than two classes; returns a warning
+    for each other split that does (logged, and shown by `dtfx run` from the data profile)."""
+    if options.task != "classification":
+        return []
+    if not counts:  # every row counts somewhere (a class or no label): none at all means the runner kept no metrics
+        logging.warning("the Beam runner reported no label counts, so the classes of each split were not checked")
+        return []
+    error, warnings = labels.split_problems(files, options.label, split_names, counts)
+    if error:
+        raise DataError(error)
+    for warning in warnings:
+        logging.warning("%s", warning)
+    return warnings
 
 
 def _skipped_rows(result) -> int:

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from dtfx.components.errors import DataError
 from dtfx.components.example_gen.encode import first_unconvertible
-from dtfx.components.registry.formats import format_of
+from dtfx.components.registry.formats import FORMATS, format_of
 
 # Cells that mean "no value": they become features absent from the example.
 NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
@@ -40,6 +40,9 @@ BATCH_ROWS = 32768  # rows per record batch for Parquet and TFRecord sources
 KINDS = ("null", "int", "float", "bytes")
 _RANK = {kind: rank for rank, kind in enumerate(KINDS)}
 _COLUMN_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
+DATA_SUFFIXES = tuple(suffix for entry in FORMATS for suffix in entry.suffixes)
+# Hidden files, and those TFX and Spark write beside data (_SUCCESS, .part-0.crc), are never data.
+HIDDEN_PREFIXES = (".", "_")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,11 +70,51 @@ class Plan:
 
 
 def list_data_files(pattern: str) -> list[str]:
-    """The files matching `pattern`, sorted; directories and hidden files ('.', '_') skipped."""
+    """The data files of `pattern` (a file, a directory or a glob), sorted, by the rule of `data_files_among`."""
     from tfx.dsl.io import fileio  # the same glob as TFX's driver, which fingerprinted these files
 
-    paths = [path for path in fileio.glob(pattern) if not os.path.basename(path).startswith((".", "_"))]
-    return sorted(path for path in paths if not fileio.isdir(path))
+    if fileio.isdir(pattern):  # `dtfx predict --data DIR`; ingest gets DIR/* from component.split_data_path
+        pattern = os.path.join(pattern, "*")
+    return data_files_among(pattern, sorted(path for path in fileio.glob(pattern) if not fileio.isdir(path)))
+
+
+def data_files_among(named: str, files: list[str]) -> list[str]:
+    """The data files among `files`, the files that the data path `named` (a file or a glob) matches.
+
+    A file named by itself is data whatever its name (a name no format claims is CSV). A glob, or a
+    directory (DIR/*), is read by name: hidden files and by-products (HIDDEN_PREFIXES) are left out, and
+    every other file must end in a data format's suffix (DATA_SUFFIXES), so that a README.md beside the
+    CSV files is refused by name rather than read as CSV: raises DataError naming such files.
+    """
+    if files == [named]:
+        return files
+    files = [path for path in files if not os.path.basename(path).startswith(HIDDEN_PREFIXES)]
+    others = [path for path in files if not path.lower().endswith(DATA_SUFFIXES)]
+    if not others:
+        return files
+    data = [path for path in files if path not in others]
+    directory = os.path.dirname(others[0])
+    narrower = f" (such as {os.path.join(directory, '*' + _suffix(data[0]))})" if data else ""
+    what, them = ("data files", "them") if len(others) > 1 else ("a data file", "it")
+    raise DataError(f"{describe_paths(others)}: not {what}: in a directory or a glob, dtfx reads the files whose names "
+                    f"end in {', '.join(DATA_SUFFIXES)}; move {them} out of {directory}, or name only the data files"
+                    f"{narrower}")
+
+
+def _suffix(path: str) -> str:
+    return max((suffix for suffix in DATA_SUFFIXES if path.lower().endswith(suffix)), key=len)
+
+
+def describe_paths(paths: list[str]) -> str:
+    """Files for a message: every name up to three, else the first three and how many more."""
+    if len(paths) <= 3:
+        return ", ".join(paths)
+    return f"{', '.join(paths[:3])} and {len(paths) - 3:,} more"
+
+
+def nothing_to_learn(label: str) -> str:
+    """What is wrong with data that has no column but the label (init, validate and ingest say it alike)."""
+    return f"no feature column besides the label {label!r}: the model would have nothing to learn from"
 
 
 def file_format(path: str) -> str:
@@ -93,11 +136,13 @@ def scan_file(indexed_path: tuple[int, str]) -> FileScan:
     return FileScan(index=index, path=path, format=kind, columns=tuple(columns), kinds=kinds, num_rows=num_rows)
 
 
-def make_plan(scans: list[FileScan], label: str, key: str | None, numeric: dict[str, str] | None = None) -> Plan:
+def make_plan(scans: list[FileScan], label: str, key: str | None, numeric: dict[str, str] | None = None,
+              images: tuple[str, ...] = ()) -> Plan:
     """Unifies the scans of all files; raises DataError when they do not fit together.
 
     `numeric` maps each column that must hold numbers to what it is in the config ("a numeric
-    feature", "the regression label"); one that holds text names its first non-number.
+    feature", "the regression label"); one that holds text names its first non-number. The
+    `images` columns must hold paths or bytes, not numbers.
     """
     scans = sorted(scans, key=lambda scan: scan.index)
     first = scans[0]
@@ -122,12 +167,26 @@ def make_plan(scans: list[FileScan], label: str, key: str | None, numeric: dict[
         if name is not None and name not in kinds:
             where = first.path if first.format == "tfrecord" else f"{first.path}, line 1"
             raise DataError(f"{where}: the {role} column {name!r} is not in the data (columns: {', '.join(columns)})")
+    if set(columns) == {label}:
+        raise DataError(f"{describe_paths([scan.path for scan in scans])}: {nothing_to_learn(label)}")
     for name, role in (numeric or {}).items():
         if kinds.get(name) == "bytes":
             raise DataError(_first_non_number(scans, name, role))
+    for name in images:
+        problem = image_kind_problem(name, kinds.get(name, "null"))
+        if problem:
+            raise DataError(f"{first.path}: {problem}")
     offsets = tuple(int(offset) for offset in np.cumsum([0] + [scan.num_rows for scan in scans])[:-1])
     return Plan(files=tuple(scans), format=first.format, columns=tuple(columns), kinds=kinds, offsets=offsets,
                 total_rows=sum(scan.num_rows for scan in scans))
+
+
+def image_kind_problem(name: str, kind: str) -> str | None:
+    """Why column `name`, of kind `kind`, cannot be an image feature (it holds numbers), or None."""
+    if kind not in ("int", "float"):
+        return None
+    return (f"column {name!r} holds numbers, so it cannot be an image feature: an image column holds the paths of "
+            "image files (source: path) or the images' bytes (source: bytes)")
 
 
 def _first_non_number(scans: list[FileScan], name: str, role: str) -> str:
@@ -242,13 +301,14 @@ def read_csv_header(path: str) -> list[str]:
     return names
 
 
-def _csv_batches(path: str, names: list[str]) -> Iterator[pa.RecordBatch]:
-    """Record batches of all-string columns; a cell in NULL_VALUES becomes null."""
+def _csv_batches(path: str, names: list[str], only: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """Record batches of all-string columns (of the `only` columns, if given); a cell in NULL_VALUES becomes null."""
     read_options = pa_csv.ReadOptions(use_threads=False, block_size=CSV_BLOCK_BYTES, column_names=names, skip_rows=1)
     # Values may contain quoted newlines, as stock CsvExampleGen allows.
     parse_options = pa_csv.ParseOptions(newlines_in_values=True)
     convert_options = pa_csv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()), null_values=NULL_VALUES,
-                                            strings_can_be_null=True, quoted_strings_can_be_null=True)
+                                            strings_can_be_null=True, quoted_strings_can_be_null=True,
+                                            include_columns=only)
     try:
         reader = pa_csv.open_csv(path, read_options=read_options, parse_options=parse_options,
                                  convert_options=convert_options)
@@ -268,13 +328,34 @@ def _csv_error(path: str, num_columns: int, error: pa.ArrowInvalid) -> DataError
     """A DataError for Arrow's parse error, with the line that Arrow does not report."""
     message = str(error)
     if _COLUMN_COUNT.search(message):
-        for line, fields in _csv_data_records(path):
-            if len(fields) != num_columns:
-                return DataError(f"{path}, line {line}: expected {num_columns} columns (as in the header), found {len(fields)}")
+        problem, _ = ragged_record(path, num_columns)
+        if problem:
+            return DataError(problem)
     if "UTF8" in message or "UTF-8" in message:
         line = _first_non_utf8_line(path)
         return DataError(f"{path}, line {line}: not valid UTF-8 text; save the file as UTF-8")
     return DataError(f"{path}: cannot parse the CSV file ({message})")
+
+
+def ragged_record(path: str, num_columns: int, records: int | None = None) -> tuple[str | None, int]:
+    """(where the first of the first `records` data records (all if None) has not `num_columns` fields, or None;
+    the records read). Ingest locates the record Arrow refused with it; validate reads the first rows with it."""
+    read = 0
+    for line, fields in _csv_data_records(path):
+        if read == records:
+            break
+        read += 1
+        if len(fields) != num_columns:
+            return f"{path}, line {line}: expected {num_columns} columns (as in the header), found {len(fields)}", read
+    return None, read
+
+
+def label_columns(path: str, label: str) -> Iterator[pa.Array]:
+    """The label column of a CSV or Parquet file in batches, as stored (CSV: strings, missing cells null)."""
+    if format_of(path) == "csv":
+        yield from (batch.column(0) for batch in _csv_batches(path, read_csv_header(path), only=[label]))
+    else:
+        yield from (batch.column(0) for batch in _parquet_batches(path, columns=[label]))
 
 
 def _csv_data_records(path: str) -> Iterator[tuple[int, list[str]]]:
@@ -315,35 +396,58 @@ def _open_binary(path: str):
 
 
 def read_parquet_columns(path: str) -> list[str]:
-    """The column names of a Parquet file, from its footer; DataError when it is not a readable Parquet file."""
+    """The column names of a Parquet file, from its footer; DataError when it is not a readable Parquet file
+    or has a column that ingest cannot store (parquet_kinds)."""
+    return list(read_parquet_kinds(path))
+
+
+def read_parquet_kinds(path: str) -> dict[str, str]:
+    """The feature kind of each column of a Parquet file, from its footer (see parquet_kinds)."""
+    return parquet_kinds(path, _open_parquet(path).schema_arrow)
+
+
+def _open_parquet(path: str) -> pq.ParquetFile:
     try:
-        return list(pq.read_schema(path).names)
+        return pq.ParquetFile(path)
     except FileNotFoundError:
         raise DataError(f"{path}: the file does not exist") from None
     except Exception as error:  # pyarrow raises several types for a file that is not Parquet
         raise DataError(f"{path}: not a readable Parquet file ({error})") from None
+
+
+def parquet_kinds(path: str, schema: pa.Schema) -> dict[str, str]:
+    """The feature kind of each column of a Parquet file; DataError naming every column that no kind fits.
+
+    A tf.Example feature is one list of int64, float or bytes: a struct, a map or a list of lists has no
+    place in it. Validate (read_parquet_columns) and ingest (the scan) both decide so here.
+    """
+    kinds, problems = {}, []
+    for field in schema:
+        try:
+            kinds[field.name] = _arrow_kind(field.name, field.type)
+        except DataError as error:
+            problems.append(str(error))
+    if problems:
+        raise DataError(f"{path}: {'; '.join(problems)}; tf.Example holds one list of numbers or of bytes per feature, "
+                        "so make each such column a plain column (or a list of plain values) before ingest")
+    return kinds
 
 
 def _scan_parquet(path: str) -> tuple[list[str], dict[str, str], int]:
-    try:
-        parquet = pq.ParquetFile(path)
-    except FileNotFoundError:
-        raise DataError(f"{path}: the file does not exist") from None
-    except Exception as error:  # pyarrow raises several types for a file that is not Parquet
-        raise DataError(f"{path}: not a readable Parquet file ({error})") from None
-    schema = parquet.schema_arrow
-    kinds = {field.name: _arrow_kind(path, field.name, field.type) for field in schema}
+    parquet = _open_parquet(path)
+    kinds = parquet_kinds(path, parquet.schema_arrow)
     if parquet.metadata.num_rows == 0:
         raise DataError(f"{path}: the Parquet file has no rows")
-    return list(schema.names), kinds, parquet.metadata.num_rows
+    return list(kinds), kinds, parquet.metadata.num_rows
 
 
-def _arrow_kind(path: str, name: str, arrow_type: pa.DataType) -> str:
-    """The feature kind of a stored Arrow type; lists of scalars are multi-valued features."""
+def _arrow_kind(name: str, arrow_type: pa.DataType) -> str:
+    """The feature kind of a stored Arrow type; lists of scalars are multi-valued features. DataError (without
+    the file) for a type that no kind fits."""
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type):
+        if pa.types.is_nested(arrow_type.value_type):
+            raise DataError(f"column {name!r} is a list of {_what(arrow_type.value_type)}s ({arrow_type})")
         arrow_type = arrow_type.value_type
-        if pa.types.is_nested(arrow_type):
-            raise DataError(f"{path}: column {name!r} has nested lists ({arrow_type}), which tf.Example cannot hold")
     if pa.types.is_dictionary(arrow_type):
         arrow_type = arrow_type.value_type
     if pa.types.is_null(arrow_type):
@@ -353,13 +457,24 @@ def _arrow_kind(path: str, name: str, arrow_type: pa.DataType) -> str:
     if pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type):
         return "float"
     if pa.types.is_nested(arrow_type):
-        raise DataError(f"{path}: column {name!r} is a {arrow_type}, which tf.Example cannot hold")
+        raise DataError(f"column {name!r} is a {_what(arrow_type)} ({arrow_type})")
     return "bytes"  # strings, binary, dates and times (as text)
 
 
-def _parquet_batches(path: str) -> Iterator[pa.RecordBatch]:
+def _what(arrow_type: pa.DataType) -> str:
+    """A nested Arrow type in words: struct, map, list (plural where it follows 'list of')."""
+    if pa.types.is_struct(arrow_type):
+        return "struct"
+    if pa.types.is_map(arrow_type):
+        return "map"
+    if pa.types.is_union(arrow_type):
+        return "union"
+    return "list"
+
+
+def _parquet_batches(path: str, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
     try:
-        yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS)
+        yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=columns)
     except (OSError, pa.ArrowException) as error:
         raise DataError(f"{path}: cannot read the Parquet file ({error})") from None
 
@@ -380,7 +495,7 @@ def _scan_tfrecord(path: str) -> tuple[list[str], dict[str, str], int]:
             raise DataError(f"{path}, records {num_rows + 1}-{num_rows + len(records)}: not tf.Example records ({error})") \
                 from None
         for field in batch.schema:
-            kind = _arrow_kind(path, field.name, field.type)
+            kind = _arrow_kind(field.name, field.type)
             previous = kinds.get(field.name, "null")
             if "null" not in (previous, kind) and previous != kind:
                 raise DataError(f"{path}: feature {field.name!r} is {previous} in some records and {kind} in others")

@@ -42,8 +42,10 @@ def write_starter(name: str, csv_path: str, out_path: str | None = None, label: 
         raise UserError(f"{out_path} exists already; remove it or choose another file with --output")
     from dtfx.pipeline import data_source
 
-    columns, rows = read_sample(data_source.resolve_path(csv_path))
+    resolved = data_source.resolve_path(csv_path)
+    columns, rows = read_sample(resolved)
     choice = guess(columns, label)
+    _check_classes(csv_path, resolved, choice.label, choice.task)
     metric, bounds, why = choice.threshold
     config = Config.model_validate(
         {
@@ -79,6 +81,23 @@ def write_starter(name: str, csv_path: str, out_path: str | None = None, label: 
     except OSError as error:
         raise UserError(f"--output {out_path}: cannot write the config there ({error.strerror})") from None
     return out_path
+
+
+def _check_classes(csv_path: str, resolved: str, label: str, task: str) -> None:
+    """Raises UserError when the label holds one value in the whole file (not only the sample), as validate would:
+    the threshold guessed from it (an accuracy of 1.0, an error of 0) would bless a model that predicts that value."""
+    from dtfx.components.example_gen.labels import too_few_classes
+    from dtfx.pipeline import data_source
+
+    try:
+        classes, missing = data_source.label_classes([resolved], label)
+    except ValueError as error:  # a line further down that the sample did not reach
+        raise UserError(str(error)) from None
+    more = "rows of the other classes" if task == "classification" else "rows with other values"
+    problem = too_few_classes(csv_path, label, classes, missing, "the data", task,
+                              fix=f"choose the column to predict with --label, or add {more}")
+    if problem:
+        raise UserError(problem)
 
 
 def add_command(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:

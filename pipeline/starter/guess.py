@@ -7,6 +7,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
+from dtfx.components.example_gen.sources import nothing_to_learn
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.starter.sample import Column
 
@@ -54,7 +55,7 @@ def guess(columns: list[Column], label: str | None) -> Guess:
         else:
             categorical.append(column.name)
     if not numeric and not categorical:
-        raise UserError(f"no feature column besides the label {label!r}: the model would have nothing to learn from")
+        raise UserError(nothing_to_learn(label))
     if task == "classification":
         top, top_count = counts.most_common(1)[0]
         share = top_count / len(target.values)

@@ -202,8 +202,8 @@ def test_encoding_is_protobufs_deterministic_serialization():
 def test_missing_values_are_absent_and_columns_get_one_type(tmp_path, monkeypatch):
     # Small blocks: the int/float decision must hold across record batches and files.
     monkeypatch.setattr(sources, "CSV_BLOCK_BYTES", 256)
-    rows = [[str(i), "1" if i < 60 else "2.5", "NA" if i % 3 == 0 else str(i), ["", "NA", "N/A", "null", "a b"][i % 5], "x"]
-            for i in range(100)]
+    rows = [[str(i), "1" if i < 60 else "2.5", "NA" if i % 3 == 0 else str(i), ["", "NA", "N/A", "null", "a b"][i % 5],
+             "xy"[i % 2]] for i in range(100)]
     write_csv(tmp_path / "a.csv", rows[:50])
     with gzip.open(write_csv(tmp_path / "b.csv", rows[50:]).with_suffix(".csv.gz"), "wb") as handle:
         handle.write((tmp_path / "b.csv").read_bytes())
@@ -222,7 +222,7 @@ def test_missing_values_are_absent_and_columns_get_one_type(tmp_path, monkeypatc
         assert features["n"].WhichOneof("kind") == "int64_list" if i % 3 else "n" not in features
         assert ("colour" in features) == (i % 5 == 4)
         assert features["id"].WhichOneof("kind") == "int64_list"
-        assert features["label"].bytes_list.value == [b"x"]
+        assert features["label"].bytes_list.value == [b"xy"[i % 2:i % 2 + 1]]
     assert values(by_id[4], "colour") == [b"a b"]
 
 
@@ -388,7 +388,8 @@ def test_a_number_that_is_not_finite_names_file_line_and_column(tmp_path, cell):
 def test_a_stored_nan_is_missing_and_an_infinite_list_element_names_its_row(tmp_path):
     padding = range(4, 41)  # rows enough for both splits
     table = pa.table({"id": [1, 2, 3, *padding], "x": [0.5, float("nan"), None, *(1.0 for _ in padding)],
-                      "label": ["a", "b", "a", *("a" for _ in padding)], "xs": [[1.0], [2.0], [3.0], *([1.0] for _ in padding)]})
+                      "label": ["a", "b", "a", *("ab"[i % 2] for i in padding)],
+                      "xs": [[1.0], [2.0], [3.0], *([1.0] for _ in padding)]})
     pq.write_table(table, tmp_path / "data.parquet")
     examples = run_example_gen(tmp_path / "data.parquet", tmp_path / "out", splits={"train": 1, "eval": 1})
     xs = {values(example, "id")[0]: values(example, "x") if "x" in example.features.feature else None
@@ -515,3 +516,104 @@ def test_text_in_a_numeric_feature_far_down_the_file_names_its_line(tmp_path):
 def test_a_split_without_rows_is_an_error_that_says_why(tmp_path):
     path = write_csv(tmp_path / "data.csv", make_rows(1))
     expect_data_error(tmp_path, path, "split received no row", "data.splits (train: 4, eval: 1)")
+
+
+# --- what a classifier, the feature columns and the data directory must hold (issue 38) ------
+
+
+def labelled_rows(labels: str) -> list[list[str]]:
+    """make_rows with the label of row i taken from `labels[i]`."""
+    return [[*row[:4], label] for row, label in zip(make_rows(len(labels)), labels, strict=True)]
+
+
+def test_a_training_split_of_one_class_is_refused_naming_the_file_the_column_and_the_class(tmp_path):
+    path = write_csv(tmp_path / "data.csv", labelled_rows("a" * 30))
+    expect_data_error(tmp_path, path, f"{path}: the label column 'label' holds one class, 'a', in the train split (",
+                      "a classifier needs at least two classes")
+    # A regression label is not counted.
+    (tmp_path / "regression").mkdir()
+    assert run_example_gen(path, tmp_path / "regression" / "out", label="x", task="regression")
+
+
+def test_a_training_split_of_one_class_in_tfrecord_input_is_refused(tmp_path):
+    path = tmp_path / "data.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i in range(30):
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i / 4])),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[7])),
+            })).SerializeToString())
+    expect_data_error(tmp_path, path, f"{path}: the label column 'label' holds one class, '7', in the train split (")
+
+
+def test_another_split_of_one_class_is_a_warning_in_the_data_profile(tmp_path):
+    # Row 0, the only 'b', lands in the train split (the split follows the row's content, so this data always does).
+    path = write_csv(tmp_path / "data.csv", labelled_rows("b" + "a" * 29))
+    examples = run_example_gen(path, tmp_path / "out", splits={"train": 1, "eval": 1})
+    profile = json.loads(examples.get_string_custom_property(executor.DATA_PROFILE_PROPERTY))
+    assert profile[executor.DATA_PROFILE_WARNINGS] == [
+        f"{path}: the label column 'label' holds one class, 'a', in the eval split (15 rows): its metrics cannot show "
+        "whether the model tells the classes apart; add rows of the other classes, or give the split a larger share "
+        "in data.splits"]
+
+
+def test_data_with_no_column_but_the_label_is_refused(tmp_path):
+    path = tmp_path / "labels.csv"
+    path.write_text("label\n" + "\n".join("ab" * 20) + "\n")
+    expect_data_error(tmp_path, path, f"{path}: no feature column besides the label 'label'")
+
+
+def test_an_image_feature_of_numbers_is_refused(tmp_path):
+    path = write_csv(tmp_path / "data.csv", make_rows(30))
+    image = {"name": "x", "source": "path", "size": [8, 8], "channels": 1}
+    expect_data_error(tmp_path, path, f"{path}: column 'x' holds numbers, so it cannot be an image feature",
+                      images=[image])
+
+
+@pytest.mark.parametrize(("column", "words"), [
+    (pa.array([{"lat": 1.0, "lon": 2.0}] * 40), "is a struct (struct<lat: double, lon: double>)"),
+    (pa.array([[[1.0], [2.0, 3.0]]] * 40), "is a list of lists (list<item: list<item: double>>)"),
+    (pa.array([[("k", 1)]] * 40, pa.map_(pa.string(), pa.int64())), "is a map (map<string, int64"),
+    (pa.array([[{"a": 1}]] * 40), "is a list of structs (list<item: struct<a: int64>>)"),
+])
+def test_a_nested_parquet_column_is_refused_alike_by_ingest_and_validate(tmp_path, column, words):
+    from dtfx.pipeline import data_source
+
+    path = tmp_path / "nested.parquet"
+    pq.write_table(pa.table({"x": [float(i) for i in range(40)], "label": ["a", "b"] * 20, "deep": column}), path)
+    expect_data_error(tmp_path, path, f"{path}: column 'deep' {words}", "tf.Example holds one list of numbers or of bytes")
+    with pytest.raises(DataError) as raised:
+        data_source.read_columns(str(path))
+    with pytest.raises(DataError) as scanned:
+        sources.scan_file((0, str(path)))
+    assert str(raised.value) == str(scanned.value)
+
+
+def test_a_directory_reads_its_data_files_and_refuses_any_other_by_name(tmp_path):
+    from dtfx.pipeline import data_source
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_csv(data / "a.csv", make_rows(20))
+    write_csv(data / "b.csv.gz", [])
+    (data / "b.csv.gz").write_bytes(gzip.compress((data / "a.csv").read_bytes()))
+    (data / "_SUCCESS").write_text("")
+    (data / ".a.csv.crc").write_text("crc")
+    expected = [str(data / "a.csv"), str(data / "b.csv.gz")]
+    # Ingest, `dtfx predict --data DIR` and the data fingerprint list a directory alike; so does validate.
+    assert sources.list_data_files(str(data)) == sources.list_data_files(str(data / "*")) == expected
+    assert data_source.list_files(str(data)) == expected
+
+    (data / "README.md").write_text("# the data\nTwo files of rows.\n")
+    refusal = (f"{data / 'README.md'}: not a data file: in a directory or a glob, dtfx reads the files whose names end "
+               f"in .csv, .csv.gz, .txt, .parquet, .pq, .tfrecord, .tfrecords, .gz; move it out of {data}, or name only "
+               f"the data files (such as {data / '*.csv'})")
+    for lister in (sources.list_data_files, data_source.list_files):
+        with pytest.raises(DataError) as raised:
+            lister(str(data))
+        assert str(raised.value) == refusal
+    expect_data_error(tmp_path, data, f"{data / 'README.md'}: not a data file")
+    # A file named by itself is read whatever its name.
+    (data / "rows.dat").write_bytes((data / "a.csv").read_bytes())
+    assert sources.list_data_files(str(data / "rows.dat")) == data_source.list_files(str(data / "rows.dat")) == \
+        [str(data / "rows.dat")]
