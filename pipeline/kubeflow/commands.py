@@ -17,7 +17,6 @@ import time
 from dtfx.components.names import PUSHED_MODEL_OUTPUT
 from dtfx.pipeline.cli_args import OutputKind, add_config_verb, check_output
 from dtfx.pipeline.errors import ConfigError, UserError
-from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
 
 # The image name written into a rehearsal's spec when the config names none: a rehearsal runs
 # every step with this environment's Python, never from an image.
@@ -63,9 +62,10 @@ def add_commands(verbs) -> None:
         "--workdir", help="where the compiled file, artifacts and task logs go (default: <output_root>/<name>/rehearsals/<time>)"
     )
     rehearse.add_argument(
-        "--kfp-version", choices=KFP_BACKENDS, metavar="VERSION",
-        help=f"the Kubeflow Pipelines backend release whose driver and launcher are imitated, {KFP_BACKENDS[0]} to "
-             f"{KFP_BACKENDS[-1]} (default: the config's kubeflow.kfp_version)",
+        "--kfp-version", metavar="VERSION",
+        # Checked when the verb runs: the release list lives in the config model, which `dtfx --help` does not load.
+        help="the Kubeflow Pipelines backend release whose driver and launcher are imitated, one of the values of "
+             "kubeflow.kfp_version (default: the config's kubeflow.kfp_version)",
     )
     rehearse.add_argument(
         "--python", default=sys.executable,
@@ -122,6 +122,7 @@ def rehearse_command(args) -> int:
     from dtfx.pipeline import layout, run_lock
     from dtfx.pipeline.kubeflow.checks import cluster_problems
     from dtfx.pipeline.kubeflow.image import environment_problems
+    from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
     from dtfx.pipeline.loader import load_config
 
     if args.workdir:
@@ -142,6 +143,9 @@ def rehearse_command(args) -> int:
     workdir = os.path.abspath(workdir)
     root = config.kubeflow.pipeline_root or DEFAULT_ROOT
     kfp_version = args.kfp_version or config.kubeflow.kfp_version
+    if kfp_version not in KFP_BACKENDS:
+        raise UserError(f"--kfp-version {kfp_version}: not a Kubeflow Pipelines release dtfx knows; "
+                        f"use one of {', '.join(KFP_BACKENDS)}")
     print(f"dtfx: rehearsing pipeline {config.pipeline.name!r} in {workdir} (Kubeflow Pipelines {kfp_version})", flush=True)
     started = time.monotonic()
 

@@ -71,6 +71,15 @@ def test_a_rehearsal_beside_a_run_of_the_same_pipeline_exits_2(write_config, tmp
     assert calls == []  # nothing compiled, nothing rehearsed
 
 
+@pytest.mark.parametrize("version", ["2.8", "3.0"])
+def test_a_release_dtfx_does_not_know_exits_2_before_anything_runs(version, write_config, tmp_path, monkeypatch, capsys):
+    calls = fake_rehearsal(monkeypatch, RehearsalResult(True, [], "minio://b/p"))
+    code = main(["rehearse", str(write_config()), "--kfp-version", version, "--workdir", str(tmp_path / "work")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--kfp-version {version}: not a Kubeflow Pipelines release dtfx knows; use one of 2.0, " in err
+    assert calls == [] and not (tmp_path / "work").exists()
+
+
 def test_success_prints_the_pushed_model(write_config, tmp_path, monkeypatch, capsys):
     metadata = {"pushed": 1.0, "pushed_destination": "/serving/17"}
     pushed = Artifact("9", "minio://b/p/push/pushed_model", "tfx.PushedModel", metadata)
