@@ -53,11 +53,22 @@ def run_prediction(config, config_path: str, data: str, output: str, model: str 
         model_dir = _resolved("--model", model) if model else latest_pushed_model(layout.serving_dir(config))
         if not os.path.isdir(model_dir) and "://" not in model_dir:
             raise UserError(f"--model {model}: no such directory")
-        images = [feature.model_dump(mode="json") for feature in config.features.image]
         return model_dir, predict(lambda: beam.Pipeline(argv=pipeline_args(config.beam, config.kubeflow.image)),
-                                  model_dir, _resolved("--data", data), _resolved("--output", output), images, keys)
+                                  model_dir, _resolved("--data", data), _resolved("--output", output),
+                                  feature_lists(config), keys)
     except StepError as error:
         raise UserError(str(error)) from None
+
+
+def feature_lists(config):
+    """The config's features as batch prediction reads them (dtfx predict and the `predict` stage alike): the
+    numeric and categorical lists decide the key columns copied by default, the images how rows are read."""
+    from dtfx.components.batch_predict.predict import FeatureLists
+
+    features = config.features
+    return FeatureLists(numeric=features.numeric, categorical=features.categorical,
+                        images=[feature.model_dump(mode="json") for feature in features.image],
+                        texts=[feature.name for feature in features.text])
 
 
 def check_predictions_output(output: str, config_path: str, data: str) -> None:
@@ -110,6 +121,7 @@ def _predict(args: argparse.Namespace) -> int:
     model_dir, counts = run_prediction(config, args.config, args.data, args.output, args.model, args.keys)
     print(f"model: {model_dir}")
     print(f"predictions: {args.output} ({counts.rows - counts.bad_rows:,} of {counts.rows:,} rows predicted)")
+    print(f"copied beside them: {', '.join(counts.keys) or 'no column'}")
     if counts.bad_rows:
         print(f"{counts.bad_rows:,} row(s) not predicted (their reason is in the column `error`), first:")
         for error in counts.first_errors:

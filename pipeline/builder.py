@@ -44,7 +44,7 @@ from dtfx.components.trainer.kubernetes_job import JobSettings
 from dtfx.components.trainer.options import DebugOptions, InputOptions, TrainerOptions
 from dtfx.components.transform.component import ShardedTransform
 from dtfx.components.transform.options import TransformOptions
-from dtfx.pipeline import layout, model_module
+from dtfx.pipeline import batch_prediction, layout, model_module
 from dtfx.pipeline.beam_args import pipeline_args
 from dtfx.pipeline.config import Config, DebugSection, EveryN
 
@@ -155,7 +155,7 @@ def build_pipeline(
                 model=trainer.outputs["model"],
                 model_blessing=evaluator.outputs[BLESSING_OUTPUT],
                 data_path=config.predict.data,
-                images=[feature.model_dump(mode="json") for feature in config.features.image],
+                features=batch_prediction.feature_lists(config),
                 keys=config.predict.keys,
                 data_version=predict_data_version,
                 pushed_model=pusher.outputs[PUSHED_MODEL_OUTPUT] if pusher else None,

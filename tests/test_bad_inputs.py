@@ -119,9 +119,16 @@ def _nested_parquet(directory: Path) -> None:
         pq.write_table(table.append_column(column, values), directory / "data" / f"{name}.parquet")
 
 
+def _classifier_model(directory: Path) -> None:
+    """`model/`: a SavedModel that dtfx predict runs, reading base.yaml's features x, n and colour."""
+    from tests.components.test_batch_predict import save_classifier
+
+    save_classifier(str(directory / "model"), {"x": "float", "n": "int", "colour": "bytes"})
+
+
 MAKERS = {maker.__name__.lstrip("_"): maker for maker in (
     _billion_laughs, _big_config, _long_csvs, _tfrecord_with_inf, _model_module, _latin1_config, _file_in_the_way,
-    _model_inputs_only, _link_to_data, _tfrecord_one_class, _nested_parquet)}
+    _model_inputs_only, _link_to_data, _tfrecord_one_class, _nested_parquet, _classifier_model)}
 
 
 def _param(case: dict):

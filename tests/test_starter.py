@@ -161,3 +161,41 @@ def test_an_output_that_cannot_be_written_is_a_user_error(mixed_csv, tmp_path, m
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UserError, match=r"--output /proc/dtfx.yaml: cannot write the config there"):
         write_starter("homes", "homes.csv", "/proc/dtfx.yaml")
+
+
+def test_a_parquet_file_gives_a_config_of_its_stored_kinds_that_loads(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    count = 30
+    table = pa.table({
+        "size": pa.array([20.5 + i for i in range(count)]),
+        "rooms": pa.array([i % 4 + 1 for i in range(count)], pa.int32()),
+        "code": pa.array([f"{i % 3:02d}" for i in range(count)]),  # digits stored as text: a category, as ingest stores it
+        "tags": pa.array([["a", "b"][: i % 2 + 1] for i in range(count)]),  # a list per row
+        "kind": pa.array(["flat" if i % 3 else "house" for i in range(count)]),
+    })
+    pq.write_table(table, tmp_path / "homes.parquet")
+    out = write_starter("homes", str(tmp_path / "homes.parquet"), str(tmp_path / "homes.yaml"))
+    config = load_config(out)
+    assert config.data.label == "kind" and config.data.task == "classification"
+    assert config.features.numeric == ["size", "rooms"] and config.features.categorical == ["code"]
+    assert "tags (a list in each row: init writes single-valued features only)" in open(out).read()
+
+
+@pytest.mark.parametrize(("delimiter", "named"), [(";", "semicolons (';')"), ("\t", r"tabs ('\t')")])
+def test_a_csv_of_another_separator_is_refused_naming_it(tmp_path, delimiter, named):
+    (tmp_path / "homes.csv").write_text("\n".join(delimiter.join(row) for row in
+                                                  [["size", "rooms", "kind"], ["20,5", "3", "flat"], ["31,0", "4", "house"]]))
+    with pytest.raises(UserError) as caught:
+        write_starter("homes", str(tmp_path / "homes.csv"), str(tmp_path / "out.yaml"))
+    assert f"homes.csv, line 1: the header is one column, {'size' + delimiter + 'rooms' + delimiter + 'kind'!r}" \
+           in str(caught.value)
+    assert f"separated by {named}; dtfx reads comma-separated files only" in str(caught.value)
+    assert not (tmp_path / "out.yaml").exists()
+
+
+def test_a_tfrecord_file_is_refused_saying_what_init_reads(tmp_path):
+    (tmp_path / "homes.tfrecord").write_bytes(b"")
+    with pytest.raises(UserError, match=r"homes.tfrecord: dtfx init reads CSV and Parquet files, not tfrecord"):
+        write_starter("homes", str(tmp_path / "homes.tfrecord"), str(tmp_path / "out.yaml"))

@@ -6,6 +6,7 @@ blessed (a model that failed its thresholds is neither pushed nor used).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from tfx import types
@@ -14,6 +15,7 @@ from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from dtfx.components.batch_predict import executor
+from dtfx.components.batch_predict.predict import FeatureLists
 from dtfx.components.names import PREDICTIONS_OUTPUT
 
 
@@ -35,8 +37,8 @@ class BatchPredictSpec(ComponentSpec):
 class BatchPredict(base_beam_component.BaseBeamComponent):
     """Predicts every row of `data_path` (CSV or Parquet) with a blessed model into `<predictions>/predictions.parquet`.
 
-    `images` are the config's features.image (read from the data as ingest reads them), `keys` the
-    columns copied beside the predictions (None: every column that is not a tabular feature).
+    `features` are the config's (images are read from the data as ingest reads them), `keys` the
+    columns copied beside the predictions (None: every column that is not a numeric or categorical feature).
     `data_version` should change when the data files do (their sizes and times), so that the
     stage's cache sees changed data.
     """
@@ -45,14 +47,14 @@ class BatchPredict(base_beam_component.BaseBeamComponent):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
     def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel, data_path: str,
-                 images: list[dict], keys: list[str] | None, data_version: str = "",
+                 features: FeatureLists, keys: list[str] | None, data_version: str = "",
                  pushed_model: types.BaseChannel | None = None):
         super().__init__(spec=BatchPredictSpec(
             model=model,
             model_blessing=model_blessing,
             pushed_model=pushed_model,
             data_path=data_path,
-            options=json.dumps({"images": images, "keys": keys}, sort_keys=True),
+            options=json.dumps({"features": dataclasses.asdict(features), "keys": keys}, sort_keys=True),
             data_version=data_version,
             predictions=types.Channel(type=standard_artifacts.InferenceResult),
         ))

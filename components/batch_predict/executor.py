@@ -18,7 +18,7 @@ MODEL_KEY = "model"
 BLESSING_KEY = "model_blessing"
 PUSHED_MODEL_KEY = "pushed_model"
 DATA_PATH_KEY = "data_path"
-OPTIONS_KEY = "options"  # JSON: images (features.image), keys (predict.keys)
+OPTIONS_KEY = "options"  # JSON: features (predict.FeatureLists), keys (predict.keys)
 DATA_VERSION_KEY = "data_version"  # sizes and times of the data files: a change makes the stage run again
 PREDICTIONS_FILE = "predictions.parquet"
 
@@ -38,7 +38,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         options = json.loads(exec_properties[OPTIONS_KEY])
         path = os.path.join(result.uri, PREDICTIONS_FILE)
         counts = predict.predict(self._make_beam_pipeline, path_utils.serving_model_path(model.uri),
-                                 exec_properties[DATA_PATH_KEY], path, options["images"], options["keys"])
+                                 exec_properties[DATA_PATH_KEY], path, predict.FeatureLists(**options["features"]),
+                                 options["keys"])
         for error in counts.first_errors:
             logging.warning("not predicted: %s", error)
         result.set_int_custom_property("predicted", 1)

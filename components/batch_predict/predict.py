@@ -7,6 +7,10 @@ file, which appears only when complete. A row that cannot be predicted (a value 
 kind, a bad image, an example the model cannot parse) is not fatal: it gets no prediction and
 its reason in the `error` column, and is counted.
 
+Beside the predictions, the output copies the key columns: those named (`--key`, `predict.keys`), else every
+input column that is not a numeric or categorical feature of the config (FeatureLists), such as an id, an image
+path, a text or the label.
+
 The output's own columns (`prediction`, `probability_<class>`, `error`) are never taken from the input: an input
 column of one of those names that would be copied beside them is refused, so that the output has one format. The
 file's Parquet metadata holds PREDICTIONS_MARKER, by which `dtfx predict` knows an earlier output of its own (the
@@ -48,6 +52,7 @@ class PredictionCounts:
     rows: int
     bad_rows: int
     first_errors: list[str]  # "<file>, line N: <reason>" of the first bad rows
+    keys: list[str]  # the input columns copied beside the predictions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +77,26 @@ class RawInputs:
         """The columns batch prediction writes after the copied keys, in their order."""
         probabilities = [PROBABILITY_PREFIX + name for name in self.classes] if self.task == "classification" else []
         return [PREDICTION_COLUMN, *probabilities, ERROR_COLUMN]
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureLists:
+    """The config's features, as batch prediction reads them: the images to load, and the tabular features
+    (numeric and categorical) that are not copied to the output by default."""
+
+    numeric: list[str] | None  # features.numeric; None, with categorical None, when the config lets them be inferred
+    categorical: list[str] | None  # features.categorical
+    images: list[dict]  # features.image, each as ImageColumn.from_dict reads it
+    texts: list[str]  # the names of features.text
+
+    def tabular(self, inputs: RawInputs) -> set[str]:
+        """The numeric and categorical features of the model: as listed, else (neither list given) every raw column
+        the model reads (the label is none of them) but the images and texts, as Transform infers them
+        (transform.preprocessing.feature_kinds)."""
+        if self.numeric is None and self.categorical is None:
+            others = {feature["name"] for feature in self.images} | set(self.texts)
+            return {name for name in inputs.columns if name not in others}
+        return {*(self.numeric or ()), *(self.categorical or ())}
 
 
 class _PredictFile(beam.DoFn):
@@ -194,11 +219,11 @@ class _PredictFile(beam.DoFn):
 
 
 def predict(make_pipeline: Callable[[], beam.Pipeline], model_dir: str, data_path: str, output_path: str,
-            image_features: list[dict], keys: list[str] | None = None) -> PredictionCounts:
+            features: FeatureLists, keys: list[str] | None = None) -> PredictionCounts:
     """Predicts every row of the files at `data_path` into `output_path` (Parquet), in a pipeline of `make_pipeline`.
 
     `keys` are the input columns copied to the output beside the prediction; None copies every
-    column the model does not read as a number or a category (ids, image paths, texts, a label).
+    column that is not a numeric or categorical feature of `features` (ids, image paths, texts, a label).
     Raises DataError for unusable input (no file, a missing column, a copied column named as one of
     the output's own), naming it, before the pipeline is made: Beam's Pipeline makes a temporary
     directory that only its run removes (apache_beam/pipeline.py 2.59.0, Pipeline.__init__ and run).
@@ -210,7 +235,6 @@ def predict(make_pipeline: Callable[[], beam.Pipeline], model_dir: str, data_pat
     first = sources.scan_file((0, files[0]))
     if first.format == "tfrecord":
         raise DataError(f"{files[0]}: batch prediction reads CSV or Parquet files")
-    image_names = {feature["name"] for feature in image_features}
     missing = [name for name in inputs.columns if name not in first.columns]
     if missing:
         raise DataError(f"{files[0]}: the model reads column(s) {', '.join(missing)}, which the data does not have "
@@ -220,7 +244,7 @@ def predict(make_pipeline: Callable[[], beam.Pipeline], model_dir: str, data_pat
         raise DataError(f"{files[0]}: the column(s) to copy {', '.join(unknown)} (--key of dtfx predict, predict.keys of "
                         f"the config) are not in the data (columns: {', '.join(first.columns)})")
     if keys is None:
-        tabular = {name for name in inputs.columns if name not in image_names and inputs.columns[name] != "bytes"}
+        tabular = features.tabular(inputs)
         keys = [name for name in first.columns if name not in tabular]
     clashing = [name for name in keys if name in inputs.output_columns()]
     if clashing:
@@ -235,12 +259,12 @@ def predict(make_pipeline: Callable[[], beam.Pipeline], model_dir: str, data_pat
         with make_pipeline() as pipeline:
             _ = (pipeline
                  | "Files" >> beam.Create(list(enumerate(files)))
-                 | "Predict" >> beam.ParDo(_PredictFile(model_dir, inputs, image_features, keys, staging)))
+                 | "Predict" >> beam.ParDo(_PredictFile(model_dir, inputs, features.images, keys, staging)))
         _join_parts(staging, len(files), output_path, model_dir)
     finally:
         if fileio.exists(staging):
             fileio.rmtree(staging)
-    return _counts(output_path)
+    return _counts(output_path, keys)
 
 
 def _join_parts(staging: str, num_files: int, output_path: str, model_dir: str) -> None:
@@ -265,10 +289,11 @@ def is_predictions_file(uri: str) -> bool:
     return PREDICTIONS_MARKER in metadata
 
 
-def _counts(output_path: str, shown: int = 5) -> PredictionCounts:
+def _counts(output_path: str, keys: list[str], shown: int = 5) -> PredictionCounts:
     errors = pq.read_table(_open_input(output_path), columns=[ERROR_COLUMN]).column(ERROR_COLUMN)
     bad = errors.drop_null()
-    return PredictionCounts(rows=len(errors), bad_rows=len(bad), first_errors=bad.slice(0, shown).to_pylist())
+    return PredictionCounts(rows=len(errors), bad_rows=len(bad), first_errors=bad.slice(0, shown).to_pylist(),
+                            keys=keys)
 
 
 def _filesystem(uri: str) -> tuple[pa.fs.FileSystem, str]:

@@ -1,4 +1,4 @@
-"""The `dtfx init` verb: sample the CSV, guess, render, write the file without ever overwriting one."""
+"""The `dtfx init` verb: sample the CSV or Parquet file, guess, render, write the file without ever overwriting one."""
 
 from __future__ import annotations
 
@@ -8,19 +8,21 @@ import os
 from dtfx.pipeline.errors import UserError
 
 
-def _data_path(csv_path: str) -> str:
+def _data_path(data_path: str) -> str:
     """The path as the config should hold it: relative to the current directory when the file is under it."""
-    if "://" in csv_path:
-        return csv_path
-    absolute = os.path.abspath(csv_path)
+    if "://" in data_path:
+        return data_path
+    absolute = os.path.abspath(data_path)
     relative = os.path.relpath(absolute)
     return absolute if relative.startswith("..") else relative
 
 
-def write_starter(name: str, csv_path: str, out_path: str | None = None, label: str | None = None) -> str:
-    """Writes a commented config for the CSV at `csv_path` to `out_path` (default `pipeline_config/<name>.yaml`).
+def write_starter(name: str, data_path: str, out_path: str | None = None, label: str | None = None) -> str:
+    """Writes a commented config for the CSV or Parquet file at `data_path` to `out_path` (default
+    `pipeline_config/<name>.yaml`).
 
-    Returns the path written. Raises UserError for an invalid name, an unreadable CSV, a label
+    Returns the path written. Raises UserError for an invalid name, an unreadable file (a CSV separated by
+    another character than the comma included), a label
     that is not a column, or an existing output file (it is never overwritten).
     """
     # Here, not when the CLI starts: the config model and the CSV sampler take most of a second to import.
@@ -42,15 +44,15 @@ def write_starter(name: str, csv_path: str, out_path: str | None = None, label: 
         raise UserError(f"{out_path} exists already; remove it or choose another file with --output")
     from dtfx.pipeline import data_source
 
-    resolved = data_source.resolve_path(csv_path)
+    resolved = data_source.resolve_path(data_path)
     columns, rows = read_sample(resolved)
     choice = guess(columns, label)
-    _check_classes(csv_path, resolved, choice.label, choice.task)
+    _check_classes(data_path, resolved, choice.label, choice.task)
     metric, bounds, why = choice.threshold
     config = Config.model_validate(
         {
             "pipeline": {"name": name},
-            "data": {"path": _data_path(csv_path), "label": choice.label, "task": choice.task},
+            "data": {"path": _data_path(data_path), "label": choice.label, "task": choice.task},
             "features": {"numeric": choice.numeric, "categorical": choice.categorical},
             "evaluator": {"thresholds": {metric: bounds}},
         }
@@ -64,7 +66,7 @@ def write_starter(name: str, csv_path: str, out_path: str | None = None, label: 
         f"evaluator.thresholds.{metric}": why + "; tighten it",
     }
     header = [
-        f"dtfx pipeline {name}: written by `dtfx init` from {csv_path}.",
+        f"dtfx pipeline {name}: written by `dtfx init` from {data_path}.",
         f"Guessed from its first {rows} rows: check the label, the task, the feature lists and the threshold,",
         f"then `dtfx validate {out_path}` and `dtfx run {out_path}`.",
         "Every key is described in README.md and in pipeline_config/config.schema.json.",
@@ -83,7 +85,7 @@ def write_starter(name: str, csv_path: str, out_path: str | None = None, label: 
     return out_path
 
 
-def _check_classes(csv_path: str, resolved: str, label: str, task: str) -> None:
+def _check_classes(data_path: str, resolved: str, label: str, task: str) -> None:
     """Raises UserError when the label holds one value in the whole file (not only the sample), as validate would:
     the threshold guessed from it (an accuracy of 1.0, an error of 0) would bless a model that predicts that value."""
     from dtfx.components.example_gen.labels import too_few_classes
@@ -94,18 +96,19 @@ def _check_classes(csv_path: str, resolved: str, label: str, task: str) -> None:
     except ValueError as error:  # a line further down that the sample did not reach
         raise UserError(str(error)) from None
     more = "rows of the other classes" if task == "classification" else "rows with other values"
-    problem = too_few_classes(csv_path, label, classes, missing, "the data", task,
+    problem = too_few_classes(data_path, label, classes, missing, "the data", task,
                               fix=f"choose the column to predict with --label, or add {more}")
     if problem:
         raise UserError(problem)
 
 
 def add_command(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Registers `dtfx init NAME --data CSV [--label COL] [--output PATH]` on the CLI's subparsers."""
-    help_text = "Write a commented starter config for a CSV file, guessing features, label and task."
+    """Registers `dtfx init NAME --data FILE [--label COL] [--output PATH]` on the CLI's subparsers."""
+    help_text = "Write a commented starter config for a CSV or Parquet file, guessing features, label and task."
     verb = verbs.add_parser("init", help=help_text, description=help_text)
     verb.add_argument("name", metavar="NAME", help="pipeline name (lower-case letters, digits, '-')")
-    verb.add_argument("--data", required=True, metavar="CSV", help="the CSV file to learn from")
+    verb.add_argument("--data", required=True, metavar="FILE",
+                      help="the CSV (comma-separated) or Parquet file to learn from")
     verb.add_argument("--label", metavar="COL", help="the column to predict (default: the last column)")
     verb.add_argument("--output", metavar="PATH", help="where to write the config (default: pipeline_config/NAME.yaml)")
     verb.set_defaults(handler=_init)

@@ -1,4 +1,4 @@
-"""Label, task, feature kinds and a first threshold, from the sampled columns of a CSV."""
+"""Label, task, feature kinds and a first threshold, from the sampled columns of a CSV or Parquet file."""
 
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ def guess(columns: list[Column], label: str | None) -> Guess:
     if label not in names:
         raise UserError(f"--label {label!r} is not a column of the data (columns: {', '.join(names)})")
     target = columns[names.index(label)]
+    if target.kind == "list":
+        raise UserError(f"the label column {label!r} holds a list in each row; choose a column of single values "
+                        "with --label")
     if not target.values:
         raise UserError(f"the label column {label!r} has no values in the sampled rows")
     counts = Counter(target.values)
@@ -46,6 +49,8 @@ def guess(columns: list[Column], label: str | None) -> Guess:
             continue
         if column.kind == "empty":
             skipped[column.name] = "no value in the sampled rows"
+        elif column.kind == "list":
+            skipped[column.name] = "a list in each row: init writes single-valued features only"
         elif column.kind == "int" and len(column.values) >= ID_MIN_ROWS and _is_row_number(column.values):
             skipped[column.name] = "counts the rows: looks like a row number"
         elif column.kind in ("int", "float"):

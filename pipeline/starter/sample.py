@@ -1,4 +1,4 @@
-"""The first rows of a CSV file, column by column: what `dtfx init` guesses from."""
+"""The first rows of a CSV or Parquet file, column by column: what `dtfx init` guesses from."""
 
 from __future__ import annotations
 
@@ -7,29 +7,43 @@ import gzip
 import re
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+
 from dtfx.components.errors import DataError
 
-# The header and the missing cells as ingest reads them.
-from dtfx.components.example_gen.sources import NULL_VALUES, read_csv_header
+# The header, the Parquet columns and the missing cells as ingest reads them.
+from dtfx.components.example_gen.sources import NULL_VALUES, iter_tables, read_csv_header, scan_file
+from dtfx.components.registry.formats import FORMATS, format_of
 from dtfx.pipeline.data_source import SAMPLE_ROWS, is_number
 from dtfx.pipeline.errors import UserError
 
 _INT = re.compile(r"[+-]?\d+")
+# Separators of text tables other than ingest's comma (Arrow's ParseOptions default, as sources._csv_batches reads),
+# which a one-column header may reveal; csv.Sniffer chooses among them.
+OTHER_DELIMITERS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}
+# A stored Parquet kind (sources.KINDS) as a sampled CSV column's kind.
+_STORED_KINDS = {"int": "int", "float": "float", "bytes": "string"}
 
 
 @dataclass
 class Column:
-    """What the sample says about one CSV column."""
+    """What the sample says about one column."""
 
     name: str
-    values: list[str] = field(default_factory=list)  # the non-missing cells
+    values: list[str] = field(default_factory=list)  # the non-missing cells, as text
     missing: int = 0
+    stored: str | None = None  # a Parquet column's kind as ingest stores it (int, float, bytes, null); None for CSV
+    lists: bool = False  # a Parquet column of lists (a multi-valued feature)
 
     @property
     def kind(self) -> str:
-        """int, float, string, or empty when the sample has no value."""
+        """int, float, string, list, or empty when the sample has no value."""
+        if self.lists:
+            return "list"
         if not self.values:
             return "empty"
+        if self.stored:
+            return _STORED_KINDS.get(self.stored, "string")
         if all(_INT.fullmatch(value.strip()) for value in self.values):
             return "int"
         if all(is_number(value) for value in self.values):
@@ -37,12 +51,27 @@ class Column:
         return "string"
 
 
-def read_sample(csv_path: str, rows: int = SAMPLE_ROWS) -> tuple[list[Column], int]:
-    """The columns of a CSV (header) with the values of its first `rows` rows, and how many rows were read."""
+def read_sample(path: str, rows: int = SAMPLE_ROWS) -> tuple[list[Column], int]:
+    """The columns of a CSV or Parquet file with the values of its first `rows` rows, and how many rows were read.
+
+    Raises UserError for a file ingest would not read as a table: unreadable, TFRecord, or a CSV whose one-column
+    header shows another separator than the comma."""
+    kind = format_of(path)
+    if kind == "parquet":
+        return _parquet_sample(path, rows)
+    if kind != "csv":
+        raise UserError(f"{path}: dtfx init reads CSV and Parquet files, not {kind} ({FORMATS.get(kind).description}); "
+                        "write the config by hand (see pipeline_config/penguins.yaml)")
+    return _csv_sample(path, rows)
+
+
+def _csv_sample(csv_path: str, rows: int) -> tuple[list[Column], int]:
     try:
         header = read_csv_header(csv_path)
     except DataError as error:
         raise UserError(str(error)) from None
+    if len(header) == 1:
+        _check_delimiter(csv_path, header[0])
     opener = gzip.open if csv_path.endswith(".gz") else open
     try:
         with opener(csv_path, "rt", encoding="utf-8-sig", newline="") as handle:
@@ -64,3 +93,39 @@ def read_sample(csv_path: str, rows: int = SAMPLE_ROWS) -> tuple[list[Column], i
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise UserError(f"{csv_path}: not a readable CSV file ({error})") from None
     return columns, read
+
+
+def _check_delimiter(csv_path: str, header: str) -> None:
+    """Raises UserError when a one-column header is a row of names between semicolons, tabs or bars: ingest would
+    read the whole line as one column's name (its CSV reader splits at commas only)."""
+    try:
+        delimiter = csv.Sniffer().sniff(header, delimiters="".join(OTHER_DELIMITERS)).delimiter
+    except csv.Error:  # no separator found: a file of one column, refused later for having no feature
+        return
+    raise UserError(f"{csv_path}, line 1: the header is one column, {header!r}, whose names seem to be separated by "
+                    f"{OTHER_DELIMITERS[delimiter]} ({delimiter!r}); dtfx reads comma-separated files only: save the "
+                    "file with commas between the values (a spreadsheet's 'CSV, comma-delimited'), or as Parquet")
+
+
+def _parquet_sample(path: str, rows: int) -> tuple[list[Column], int]:
+    """The first `rows` rows of a Parquet file, each column with the kind ingest stores it as."""
+    try:
+        scan = scan_file((0, path))  # the footer, as ingest reads it: nested columns and an empty file are refused
+        batch = next(iter_tables(scan, scan.columns)).slice(0, rows)
+    except DataError as error:
+        raise UserError(str(error)) from None
+    columns = []
+    for name, array in zip(batch.schema.names, batch.columns, strict=True):
+        values = array.to_pylist()
+        present = [_text(value) for value in values if value is not None]
+        columns.append(Column(name, present, len(values) - len(present), scan.kinds[name], _is_list(array.type)))
+    return columns, len(batch)
+
+
+def _is_list(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type)
+
+
+def _text(value) -> str:
+    """A stored value as a CSV cell would hold it (a boolean as ingest stores it, 0 or 1)."""
+    return str(int(value)) if isinstance(value, bool) else str(value)

@@ -41,11 +41,10 @@ def test_a_model_without_its_inputs_file_is_refused_naming_it(tmp_path):
         predict.RawInputs.of_model(str(tmp_path))
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> str:
+def save_classifier(directory: str, columns: dict[str, str]) -> str:
     """A SavedModel as batch prediction reads one: `serving_default` over serialized tf.Examples, and the inputs file
-    (a classifier of x into a and b; made here, without training, as the Trainer's signature answers)."""
-    directory = str(tmp_path_factory.mktemp("model"))
+    naming `columns` (raw column -> int, float or bytes); a classifier of x into a and b (made without training, as
+    the Trainer's signature answers; the other columns are in its examples and unused, as parse_example leaves them)."""
     spec = {"x": tf.io.FixedLenFeature([], tf.float32, default_value=0.0)}
 
     class Model(tf.Module):
@@ -60,8 +59,23 @@ def model_dir(tmp_path_factory) -> str:
     tf.saved_model.save(model, directory, signatures={"serving_default": model.serve})
     os.makedirs(os.path.join(directory, "assets.extra"))
     with open(os.path.join(directory, "assets.extra", MODEL_INPUTS_FILE), "w") as handle:
-        json.dump({"columns": {"x": "float"}, "label": "label", "task": "classification", "classes": ["a", "b"]}, handle)
+        json.dump({"columns": columns, "label": "label", "task": "classification", "classes": ["a", "b"]}, handle)
     return directory
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> str:
+    """A classifier that reads the number x."""
+    return save_classifier(str(tmp_path_factory.mktemp("model")), {"x": "float"})
+
+
+@pytest.fixture(scope="module")
+def colour_model_dir(tmp_path_factory) -> str:
+    """A classifier that reads the number x and the category colour (stored as bytes, as a text in a CSV is)."""
+    return save_classifier(str(tmp_path_factory.mktemp("colour_model")), {"x": "float", "colour": "bytes"})
+
+
+NO_FEATURES = predict.FeatureLists(numeric=None, categorical=None, images=[], texts=[])
 
 
 def _scored_csv(path) -> str:
@@ -75,10 +89,10 @@ def test_a_column_named_as_an_output_column_is_refused_naming_it_and_left_out_wi
     with pytest.raises(DataError, match=r"new.csv: column\(s\) prediction would be copied beside the predictions, but "
                                         r"batch prediction writes columns of those names itself \(prediction, "
                                         r"probability_a, probability_b, error\)"):
-        predict.predict(beam.Pipeline, model_dir, data, output, [])
+        predict.predict(beam.Pipeline, model_dir, data, output, NO_FEATURES)
     assert not os.path.exists(output)
 
-    counts = predict.predict(beam.Pipeline, model_dir, data, output, [], keys=["id"])
+    counts = predict.predict(beam.Pipeline, model_dir, data, output, NO_FEATURES, keys=["id"])
     table = pq.read_table(output)
     assert counts.rows == 2 and counts.bad_rows == 0
     assert table.column_names == ["id", "prediction", "probability_a", "probability_b", "error"]
@@ -89,7 +103,7 @@ def test_the_output_is_marked_so_that_dtfx_predict_replaces_it_and_only_it(model
     data, output = _scored_csv(tmp_path / "new.csv"), str(tmp_path / "predictions.parquet")
     config = tmp_path / "config.yaml"
     config.write_text("pipeline: {name: p}\n")
-    predict.predict(beam.Pipeline, model_dir, data, output, [], keys=["id"])
+    predict.predict(beam.Pipeline, model_dir, data, output, NO_FEATURES, keys=["id"])
     assert pq.read_schema(output).metadata[predict.PREDICTIONS_MARKER] == model_dir.encode()
     assert predict.is_predictions_file(output)
     check_predictions_output(output, str(config), data)  # an earlier output of dtfx predict: replaced
@@ -106,7 +120,7 @@ def test_nothing_is_made_in_the_temporary_directory_for_data_that_is_refused(mod
     (tmp_path / "tmp").mkdir()
     (tmp_path / "new.csv").write_text("id,y\n1,2\n")
     with pytest.raises(DataError, match="the model reads column"):
-        predict.predict(beam.Pipeline, model_dir, str(tmp_path / "new.csv"), str(tmp_path / "out.parquet"), [])
+        predict.predict(beam.Pipeline, model_dir, str(tmp_path / "new.csv"), str(tmp_path / "out.parquet"), NO_FEATURES)
     assert not list((tmp_path / "tmp").iterdir())
 
 
@@ -114,4 +128,20 @@ def test_a_key_column_the_data_lacks_is_named_as_a_key(model_dir, tmp_path):
     data = _scored_csv(tmp_path / "new.csv")
     with pytest.raises(DataError, match=r"new.csv: the column\(s\) to copy nosuch \(--key of dtfx predict, predict.keys "
                                         r"of the config\) are not in the data \(columns: id, x, prediction\)"):
-        predict.predict(beam.Pipeline, model_dir, data, str(tmp_path / "out.parquet"), [], keys=["id", "nosuch"])
+        predict.predict(beam.Pipeline, model_dir, data, str(tmp_path / "out.parquet"), NO_FEATURES,
+                        keys=["id", "nosuch"])
+
+
+@pytest.mark.parametrize(("numeric", "categorical", "copied"), [
+    (["x"], ["colour"], ["id", "label"]),
+    (None, None, ["id", "label"]),  # features inferred: every column the model reads is one
+    (["x"], None, ["id", "colour", "label"]),  # listed without colour: the model's examples hold it, it is no feature
+], ids=["listed", "inferred", "not-a-feature"])
+def test_the_default_keys_are_the_columns_that_are_not_numeric_or_categorical_features(colour_model_dir, tmp_path,
+                                                                                       numeric, categorical, copied):
+    data, output = tmp_path / "new.csv", str(tmp_path / "predictions.parquet")
+    data.write_text("id,x,colour,label\n7,1.0,red,a\n8,9.0,blue,b\n")
+    features = predict.FeatureLists(numeric=numeric, categorical=categorical, images=[], texts=[])
+    counts = predict.predict(beam.Pipeline, colour_model_dir, str(data), output, features)
+    assert counts.keys == copied
+    assert pq.read_table(output).column_names == [*copied, "prediction", "probability_a", "probability_b", "error"]
