@@ -80,7 +80,6 @@ def plain_pattern(regex: str, words: str) -> str:
     return regex
 
 
-
 # The error of a section whose `type` names none of the types its union has.
 UNKNOWN_TYPE = "unknown_type"
 # The union tag of the word in number_or_word: the loader's message for it names the number too.
