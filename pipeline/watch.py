@@ -21,7 +21,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
@@ -81,13 +80,33 @@ def _watch(config_path: str, overrides: list[str], run: Callable[[Config], objec
             # Before the process says it is waiting, not while it waits: a Ctrl-C that lands in a finalizer the
             # collection calls is lost (Python ignores exceptions there).
             garbage_collection.collect_after_a_run()
-        try:  # from the line on: a Ctrl-C right after it is one while waiting
+        with stop_requests() as stop:  # from the line on: a Ctrl-C right after it is one while waiting
             print(f"dtfx: watching {', '.join(watched)} for changes (Ctrl-C to stop)", file=out, flush=True)
-            changed = wait_for_change(seen, poll_seconds)
-        except KeyboardInterrupt:
+            changed = wait_for_change(seen, poll_seconds, stop)
+        if changed is None:
             print("dtfx: stopped watching", file=out, flush=True)
             return 0
         print(f"dtfx: {', '.join(changed)} changed: running again", file=out, flush=True)
+
+
+@contextlib.contextmanager
+def stop_requests() -> Iterator[threading.Event]:
+    """Within the block, Ctrl-C and SIGTERM set the event instead of raising KeyboardInterrupt.
+
+    While the process waits, the collector may run finalizers at any allocation (the garbage of Beam's and
+    TensorFlow's threads), and a KeyboardInterrupt raised inside one is printed and dropped by Python: the
+    process would go on watching. Setting an event cannot be lost that way.
+    """
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield stop
+        return
+    previous = {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def fingerprints(paths: list[str]) -> Fingerprints:
@@ -101,19 +120,21 @@ def fingerprints(paths: list[str]) -> Fingerprints:
     return found
 
 
-def wait_for_change(seen: Fingerprints, poll_seconds: float) -> list[str]:
-    """Blocks until some file's content differs from `seen` and has stayed the same for one poll; returns those files.
+def wait_for_change(seen: Fingerprints, poll_seconds: float, stop: threading.Event) -> list[str] | None:
+    """Blocks until some file's content differs from `seen` and has stayed the same for one poll; returns those files,
+    or None as soon as `stop` is set.
 
     Waiting for the content to settle skips the half-written state of an editor that saves in several writes.
     """
-    while True:
-        time.sleep(poll_seconds)
+    while not stop.wait(poll_seconds):
         now = fingerprints(list(seen))
         if now == seen:
             continue
-        time.sleep(poll_seconds)
+        if stop.wait(poll_seconds):
+            break
         if fingerprints(list(seen)) == now:
             return [path for path in seen if now[path] != seen[path]]
+    return None
 
 
 def model_module_files(config: Config) -> list[str]:

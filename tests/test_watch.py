@@ -94,13 +94,32 @@ def test_ctrl_c_while_waiting_stops_watching_with_exit_code_0(tmp_path, monkeypa
     path = tmp_path / "config.yaml"
     write(path, set_key(default_config(), "pipeline.output_root", str(tmp_path / "outputs")))
 
-    def interrupted(seen, poll_seconds):
-        raise KeyboardInterrupt
+    def interrupted(seen, poll_seconds, stop):
+        os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C while waiting: the handler only sets the event
+        assert stop.wait(10)
+        return None
 
     monkeypatch.setattr(watch, "wait_for_change", interrupted)
     out = io.StringIO()
     assert watch.watch(str(path), [], lambda config: None, out=out) == 0
     assert out.getvalue().endswith("dtfx: stopped watching\n")
+
+
+def test_a_ctrl_c_that_lands_in_a_finalizer_still_stops_the_wait():
+    """A KeyboardInterrupt raised in a finalizer is dropped by Python; the wait's handler only sets an event."""
+
+    class Finalized:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and not stop.is_set():  # the handler runs here, inside the finalizer
+                pass
+
+    with watch.stop_requests() as stop:
+        Finalized()  # collected at once: its finalizer runs while the process "waits"
+        assert stop.is_set(), "the Ctrl-C was lost in the finalizer"
+        assert watch.wait_for_change({}, 0.01, stop) is None
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_only_local_python_files_are_watched_and_forgotten(user_directory):
