@@ -115,11 +115,12 @@ def test_a_ctrl_c_that_lands_in_a_finalizer_still_stops_the_wait():
             while time.monotonic() < deadline and not stop.is_set():  # the handler runs here, inside the finalizer
                 pass
 
+    before = signal.getsignal(signal.SIGINT)  # pytest-xdist's workers ignore SIGINT
     with watch.stop_requests() as stop:
         Finalized()  # collected at once: its finalizer runs while the process "waits"
         assert stop.is_set(), "the Ctrl-C was lost in the finalizer"
         assert watch.wait_for_change({}, 0.01, stop) is None
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_only_local_python_files_are_watched_and_forgotten(user_directory):
