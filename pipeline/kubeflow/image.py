@@ -122,12 +122,16 @@ def pod_environment(image: ImageEnvironment, python: str) -> dict[str, str]:
     return env
 
 
-def _instructions(text: str) -> list[tuple[str, list[str]]]:
-    """(KEYWORD, words) of each instruction of a Dockerfile, continuation lines joined and comments dropped."""
+def _logical_lines(text: str) -> list[str]:
+    """The instructions of a Dockerfile, one line each: comment lines dropped, continuation lines joined."""
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
-    joined = re.sub(r"\\\n", " ", "\n".join(lines))
+    return [line.strip() for line in re.sub(r"\\\n", " ", "\n".join(lines)).splitlines()]
+
+
+def _instructions(text: str) -> list[tuple[str, list[str]]]:
+    """(KEYWORD, words) of each instruction of a Dockerfile."""
     instructions = []
-    for line in joined.splitlines():
+    for line in _logical_lines(text):
         words = shlex.split(line, comments=True)
         if words:
             instructions.append((words[0].upper(), words[1:]))
@@ -140,9 +144,8 @@ def _substitute(word: str, args: dict[str, str]) -> str:
 
 def import_check_commands(dockerfile: Path = DOCKERFILE) -> list[str]:
     """The shell commands of the Dockerfile's `RUN python -c "import ..."` lines: the build's own import check."""
-    text = re.sub(r"\\\n", " ", dockerfile.read_text(encoding="utf-8"))
-    return [line.strip()[len("RUN "):] for line in text.splitlines()
-            if line.strip().startswith("RUN python -c \"import ")]
+    return [line[len("RUN "):] for line in _logical_lines(dockerfile.read_text(encoding="utf-8"))
+            if line.startswith("RUN python -c \"import ")]
 
 
 if __name__ == "__main__":
