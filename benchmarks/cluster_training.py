@@ -6,7 +6,7 @@ Runs `dtfx run pipeline_config/taxi.yaml --until transform` once (the Chicago ta
 the tfx wheel ships, about 15,000 rows), then trains on that Transform output with every
 variant below, each started as the Trainer step would start it: the one-process variants as
 `python -m dtfx.components.trainer.worker job.json` without TF_CONFIG (a fresh process, as in a
-Kubeflow pod), the clusters through `dtfx.components.trainer.local_cluster.train`. All use the
+Kubeflow pod), the clusters through `dtfx.components.trainer.distributed.local_cluster.train`. All use the
 taxi config's model, global batch 64, `--steps` steps, steps_per_execution 10 and the
 shuffled, cached input pipeline.
 
@@ -72,7 +72,7 @@ def prepare(work: Path, steps: int) -> tuple[Path, Path]:
 
 
 def train(work: Path, name: str, distribution: dict, steps: int, examples: Path, graph: Path, round_: int) -> dict:
-    from dtfx.components.trainer import cluster, local_cluster
+    from dtfx.components.trainer.distributed import cluster, local_cluster
     from dtfx.components.trainer.job import TrainingJob
     from dtfx.components.trainer.stats import TrainStats
     from dtfx.pipeline.builder import trainer_options
@@ -86,7 +86,7 @@ def train(work: Path, name: str, distribution: dict, steps: int, examples: Path,
         custom_config=trainer_options(load_config(str(write_config(work, steps, distribution, name)))).to_dict(),
     )
     started = time.perf_counter()
-    if cluster.wanted(distribution):
+    if cluster.needs_processes(distribution):
         local_cluster.train(job, job.custom_config["distribution"])
     else:
         job_path = out / "job.json"

@@ -64,7 +64,7 @@ def prepare(work: Path, steps: int) -> tuple[Path, Path]:
 
 
 def train(work: Path, name: str, debug: dict, steps: int, examples: Path, graph: Path, round_: int) -> dict:
-    from dtfx.components.trainer import local_cluster
+    from dtfx.components.trainer.distributed import local_cluster
     from dtfx.components.trainer.job import TrainingJob
     from dtfx.components.trainer.stats import TrainStats
     from dtfx.pipeline.builder import trainer_options

@@ -25,7 +25,7 @@ STRINGS = ["payment_type", "company"]
 def main() -> None:
     import tensorflow as tf
 
-    from dtfx.components.trainer.serving import _parseable
+    from dtfx.components.trainer.training.serving import _parseable
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, nargs="+", default=[64, 1000, 10000])

@@ -7,11 +7,11 @@ Everything runs in this one process, on the same data: gzipped TFRecord shards o
 transformed-looking tf.Examples written to a temporary directory laid out as an Examples
 artifact (8 files, `--examples` rows; six float z-scores `x<i>_xf`, four category ids `c<i>_xf`
 with 4 to 1000 buckets, a class id `label_xf`). TensorFlow is split into 2 logical CPU devices
-(`dtfx.components.trainer.devices.ensure_logical_cpus(2)`) before it starts.
+(`dtfx.components.trainer.training.devices.ensure_logical_cpus(2)`) before it starts.
 
 1. Input pipeline, examples/s at batch sizes 64, 256 and 1024, drained inside a tf.function
    as Keras' training loop does:
-   - dtfx:  `dtfx.components.trainer.dataset.make_dataset`, shuffling (10,000 records, run_fn's
+   - dtfx:  `dtfx.components.trainer.training.dataset.make_dataset`, shuffling (10,000 records, run_fn's
             default) and the cache on, as in training. The first pass (reads the files, fills
             the cache) and the cached passes after it are reported apart;
    - stock: `fn_args.data_accessor.tf_dataset_factory(..., TensorFlowDatasetOptions(batch_size,
@@ -132,7 +132,7 @@ def parse_args() -> argparse.Namespace:
 
 def setup_tensorflow(args: argparse.Namespace) -> None:
     """2 logical CPU devices and thread settings, before TensorFlow's runtime starts; tf_keras out of AutoGraph."""
-    from dtfx.components.trainer.devices import ensure_logical_cpus
+    from dtfx.components.trainer.training.devices import ensure_logical_cpus
 
     ensure_logical_cpus(2)
     import tensorflow as tf
@@ -214,7 +214,7 @@ def stock_fn_args(root: str):
 
 
 def dtfx_dataset(train_files: list[str], batch_size: int):
-    from dtfx.components.trainer import dataset
+    from dtfx.components.trainer.training import dataset
 
     return dataset.make_dataset(
         train_files, feature_spec(), LABEL, "classification", batch_size, shuffle_buffer=SHUFFLE_BUFFER, cache=True
@@ -322,7 +322,7 @@ class TrainResult:
 def make_strategies() -> dict:
     import tensorflow as tf
 
-    from dtfx.components.trainer.devices import make_strategy
+    from dtfx.components.trainer.training.devices import make_strategy
 
     return {
         "default": make_strategy({"strategy": "default"}),
@@ -382,8 +382,8 @@ class _ExecutionTimes:
 def measure_training(train_files: list[str], examples: int, rounds: int, seconds: float) -> list[TrainResult]:
     import tf_keras as keras
 
-    from dtfx.components.trainer import model as dtfx_model
-    from dtfx.components.trainer.network import compile_model
+    from dtfx.components.trainer.training import model as dtfx_model
+    from dtfx.components.trainer.training.network import compile_model
 
     strategies = make_strategies()
     results, networks, datasets = [], [], {}

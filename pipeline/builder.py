@@ -40,7 +40,7 @@ from dtfx.components.reference_schema.component import ReferenceSchema
 from dtfx.components.registry.metrics import METRICS
 from dtfx.components.registry.models import model_type_of
 from dtfx.components.statistics.component import InProcessStatisticsGen
-from dtfx.components.trainer.kubernetes_job import JobSettings
+from dtfx.components.trainer.kubernetes.manifest import JobSettings
 from dtfx.components.trainer.options import DebugOptions, InputOptions, TrainerOptions
 from dtfx.components.transform.component import ShardedTransform
 from dtfx.components.transform.options import TransformOptions

@@ -60,7 +60,7 @@ def run_local(
 
         from dtfx.components.errors import StepError
         from dtfx.components.registry.strategies import STRATEGIES
-        from dtfx.components.trainer.devices import ensure_logical_cpus
+        from dtfx.components.trainer.training.devices import ensure_logical_cpus
         from dtfx.pipeline.builder import build_pipeline
         from dtfx.pipeline.metadata_reader import read_run
 

@@ -5,7 +5,7 @@ and after a change to the trainer section every stage before training comes from
 resident process, a rerun costs training, evaluation and the push. The process watches the config
 file and, when `trainer.model.module` names your own code, that module's file; the modules of the
 directory you run dtfx in are imported afresh for each run, so the run trains the code as saved. The process keeps
-the network it trained last (dtfx.components.trainer.resident): a rerun that changes only the learning rate trains
+the network it trained last (dtfx.components.trainer.training.resident): a rerun that changes only the learning rate trains
 it again without building and tracing it anew.
 
 SIGTERM (`kill`, a service manager, a container being stopped) ends a watching process as Ctrl-C does: the default
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from dtfx.components import garbage_collection
-from dtfx.components.trainer import resident
+from dtfx.components.trainer.training import resident
 from dtfx.pipeline import artifact_check, model_module
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError

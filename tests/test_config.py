@@ -461,7 +461,7 @@ def test_communication_is_a_multi_worker_mirrored_key(write_config, capsys):
 
 def test_nccl_on_a_worker_without_gpus_is_refused_by_name():
     from dtfx.components.errors import DeviceSetupError
-    from dtfx.components.trainer import devices
+    from dtfx.components.trainer.training import devices
 
     with pytest.raises(DeviceSetupError, match="communication nccl needs GPUs, and this worker has none"):
         devices.make_strategy({"strategy": "multi_worker_mirrored", "workers": 1, "communication": "nccl"})

@@ -88,15 +88,15 @@ class ModelType:
 TABULAR = frozenset({"numeric", "categorical"})
 MODEL_TYPES: Registry[ModelType] = Registry("model type")
 MODEL_TYPES.register(
-    ModelType("dnn", DnnModel, "dtfx.components.trainer.model.build_dnn", "A fully connected network over all features.")
+    ModelType("dnn", DnnModel, "dtfx.components.trainer.training.model.build_dnn", "A fully connected network over all features.")
 )
 MODEL_TYPES.register(
-    ModelType("cnn", CnnModel, "dtfx.components.trainer.model.build_cnn",
+    ModelType("cnn", CnnModel, "dtfx.components.trainer.training.model.build_cnn",
               "Convolutions over image features (features.image), tabular features joined before the dense layers.",
               reads=TABULAR | {"image"}, needs=frozenset({"image"}))
 )
 MODEL_TYPES.register(
-    ModelType("embedding_lstm", EmbeddingLstmModel, "dtfx.components.trainer.model.build_embedding_lstm",
+    ModelType("embedding_lstm", EmbeddingLstmModel, "dtfx.components.trainer.training.model.build_embedding_lstm",
               "Token embedding and LSTM over text features (features.text), tabular features joined before the output.",
               reads=TABULAR | {"text"}, needs=frozenset({"text"}))
 )

@@ -46,7 +46,7 @@ STRATEGIES: Registry[Strategy] = Registry("distribution strategy")
 STRATEGIES.register(
     Strategy(
         "mirrored",
-        "dtfx.components.trainer.devices.mirrored",
+        "dtfx.components.trainer.training.devices.mirrored",
         ("devices", "cross_device_ops"),
         local_replicas=True,
         processes="one",
@@ -59,7 +59,7 @@ STRATEGIES.register(
 STRATEGIES.register(
     Strategy(
         "multi_worker_mirrored",
-        "dtfx.components.trainer.devices.multi_worker_mirrored",
+        "dtfx.components.trainer.training.devices.multi_worker_mirrored",
         ("workers", "communication"),
         local_replicas=False,
         processes="workers",
@@ -72,7 +72,7 @@ STRATEGIES.register(
 STRATEGIES.register(
     Strategy(
         "one_device",
-        "dtfx.components.trainer.devices.one_device",
+        "dtfx.components.trainer.training.devices.one_device",
         (),
         local_replicas=False,
         processes="one",
@@ -84,7 +84,7 @@ STRATEGIES.register(
 STRATEGIES.register(
     Strategy(
         "default",
-        "dtfx.components.trainer.devices.default",
+        "dtfx.components.trainer.training.devices.default",
         (),
         local_replicas=False,
         processes="one",
@@ -96,7 +96,7 @@ STRATEGIES.register(
 STRATEGIES.register(
     Strategy(
         "parameter_server",
-        "dtfx.components.trainer.devices.parameter_server",
+        "dtfx.components.trainer.training.devices.parameter_server",
         ("workers", "parameter_servers", "variable_sharding"),
         local_replicas=False,
         processes="workers_and_servers",

@@ -45,7 +45,7 @@ class TrainerOptions(StepOptions):
     # A digest of your model module's source (trainer.model.module; "" for dtfx's models): in the step's options, the
     # cache sees an edit to your code as a change, and trains again.
     model_source: str
-    # Compiled for Kubeflow with a multi-process strategy: the kubernetes_job.JobSettings of the training job's pods.
+    # Compiled for Kubeflow with a multi-process strategy: the manifest.JobSettings of the training job's pods.
     training_job: dict[str, Any] | None
 
     def epochs(self, steps: int) -> int:

@@ -24,24 +24,17 @@ from absl import logging
 from dtfx.components import compat
 from dtfx.components.errors import TrainingError
 from dtfx.components.registry.strategies import STRATEGIES
-from dtfx.components.trainer import (
-    cluster,
-    dataset,
-    devices,
-    kubernetes_training,
-    local_cluster,
-    numerics,
-    resident,
-    serving,
-    sidecar,
-)
-from dtfx.components.trainer.agreement import AgreementCallback, AgreementCheck
+from dtfx.components.trainer.debugging import numerics
+from dtfx.components.trainer.debugging.agreement import AgreementCallback, AgreementCheck
+from dtfx.components.trainer.debugging.replica_stats import ReplicaRecorder, ReplicaStatsCallback
+from dtfx.components.trainer.distributed import cluster, local_cluster, sidecar
 from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.network import ModelInputs
+from dtfx.components.trainer.kubernetes import training as kubernetes_training
 from dtfx.components.trainer.options import TrainerOptions
-from dtfx.components.trainer.replica_stats import ReplicaRecorder, ReplicaStatsCallback
 from dtfx.components.trainer.stats import TrainStats, input_sharding_of
-from dtfx.components.trainer.throughput import Throughput
+from dtfx.components.trainer.training import dataset, devices, resident, serving
+from dtfx.components.trainer.training.network import ModelInputs
+from dtfx.components.trainer.training.throughput import Throughput
 
 
 def run_fn(fn_args) -> None:
@@ -49,14 +42,14 @@ def run_fn(fn_args) -> None:
 
     With `multi_worker_mirrored` and `workers` > 1, or `parameter_server`, outside a cluster (no
     TF_CONFIG), the step starts the cluster's processes on this machine and waits for them
-    (dtfx.components.trainer.local_cluster), or, compiled for Kubeflow, creates a training job whose
-    pods run them (dtfx.components.trainer.kubernetes_training).
+    (dtfx.components.trainer.distributed.local_cluster), or, compiled for Kubeflow, creates a training job whose
+    pods run them (dtfx.components.trainer.kubernetes.training).
     """
     job = TrainingJob.from_fn_args(fn_args)
     options = TrainerOptions.from_dict(job.custom_config)
-    if cluster.wanted(options.distribution) and kubernetes_training.wanted(options):
+    if cluster.needs_processes(options.distribution) and kubernetes_training.through_kubernetes_job(options):
         kubernetes_training.train(job, options)
-    elif cluster.wanted(options.distribution):
+    elif cluster.needs_processes(options.distribution):
         local_cluster.train(job, options.distribution, sidecar=options.sidecar_evaluation)
     else:
         train(job, options)

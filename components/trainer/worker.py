@@ -1,14 +1,14 @@
 """The entrypoint of one process of a training cluster: `python -m dtfx.components.trainer.worker JOB_JSON`.
 
-The Trainer step starts it once per process on this machine (dtfx.components.trainer.local_cluster),
+The Trainer step starts it once per process on this machine (dtfx.components.trainer.distributed.local_cluster),
 with TF_CONFIG saying which process it is; on Kubernetes it is the command of every pod of the
-training job (dtfx.components.trainer.kubernetes_job), where the operator gives TF_CONFIG (TFJob) or
+training job (dtfx.components.trainer.kubernetes.manifest), where the operator gives TF_CONFIG (TFJob) or
 the entrypoint builds it from the node's environment (TrainJob); either way the entrypoint takes the
 evaluator out of the cluster before TensorFlow reads it (cluster.without_evaluator). A process that
 trains makes the strategy first: a multi-worker strategy must exist before anything starts
 TensorFlow's runtime. Under `parameter_server`, workers and parameter servers only serve: the
 chief sends them the steps to run and the variables to hold; the evaluator of
-`evaluation.sidecar` evaluates the chief's checkpoints (dtfx.components.trainer.sidecar).
+`evaluation.sidecar` evaluates the chief's checkpoints (dtfx.components.trainer.distributed.sidecar).
 """
 
 from __future__ import annotations
@@ -21,20 +21,22 @@ from pathlib import Path
 
 from dtfx.components.errors import StepError, report_to_log
 from dtfx.components.registry.strategies import STRATEGIES
-from dtfx.components.trainer import cluster, kubernetes_job
+from dtfx.components.trainer.distributed import cluster
+from dtfx.components.trainer.kubernetes import manifest
 
 
 def main(argv: list[str]) -> None:
     """Trains, or serves, as the process that TF_CONFIG names, from the TrainingJob in the JSON file `argv[1]`."""
     role = set_tf_config(os.environ)  # before anything starts TensorFlow, which reads TF_CONFIG once
-    from dtfx.components.trainer import devices, run_fn
+    from dtfx.components.trainer import run_fn
     from dtfx.components.trainer.job import TrainingJob
     from dtfx.components.trainer.options import TrainerOptions
+    from dtfx.components.trainer.training import devices
 
     job = TrainingJob.from_json(Path(argv[1]).read_text(encoding="utf-8"))
     options = TrainerOptions.from_dict(job.custom_config)
     if role == cluster.EVALUATOR:
-        from dtfx.components.trainer import sidecar
+        from dtfx.components.trainer.distributed import sidecar
 
         sidecar.evaluate_checkpoints(job, options)
         return
@@ -49,7 +51,7 @@ def set_tf_config(environ: MutableMapping[str, str]) -> str | None:
     """Sets `environ`'s TF_CONFIG to the one TensorFlow must read, and returns this process's task type (None outside
     a cluster): the operator's TF_CONFIG of a TFJob's pod, or the one a TrainJob's node builds from its environment,
     with the evaluator out of the cluster (cluster.without_evaluator says why)."""
-    given = kubernetes_job.tf_config_from_environment(environ)
+    given = manifest.tf_config_from_environment(environ)
     if given is None and "TF_CONFIG" in environ:
         given = json.loads(environ["TF_CONFIG"])
     if given is None:

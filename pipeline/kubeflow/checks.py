@@ -12,7 +12,7 @@ import dataclasses
 import glob
 import os
 
-from dtfx.components.trainer import cluster
+from dtfx.components.trainer.distributed import cluster
 from dtfx.pipeline import layout, model_module
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.data_source import DATA_SUFFIXES, PACKAGE_SCHEME

@@ -27,8 +27,8 @@ import yaml
 from dtfx.components import data_fingerprint
 from dtfx.components.kfp_executor_input import OUTPUT_TYPES_FLAG, type_title
 from dtfx.components.names import DATA_FINGERPRINT_ID, DATA_FINGERPRINT_PARAMETER
-from dtfx.components.trainer.cluster import Task, tasks
-from dtfx.components.trainer.kubernetes_job import OPERATORS, JobSettings, manifest
+from dtfx.components.trainer.distributed.cluster import Task, tasks
+from dtfx.components.trainer.kubernetes.manifest import OPERATORS, JobSettings, manifest
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.kubeflow import parameters, platform

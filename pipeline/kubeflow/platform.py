@@ -12,8 +12,8 @@ import copy
 import dataclasses
 from typing import Any, NamedTuple
 
-from dtfx.components.trainer import cluster
-from dtfx.components.trainer.kubernetes_job import JobSettings
+from dtfx.components.trainer.distributed import cluster
+from dtfx.components.trainer.kubernetes.manifest import JobSettings
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.kubeflow_config import KFP_BACKENDS, MEMORY_QUANTITY, KubeflowSection, StepResources
 

@@ -40,7 +40,7 @@ from pathlib import Path
 import yaml
 
 from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS, LOCAL_ROOT_ENV, local_path_for_uri, type_title
-from dtfx.components.trainer.kubernetes_training import LOCAL_PROCESSES_ENV
+from dtfx.components.trainer.kubernetes.training import LOCAL_PROCESSES_ENV
 from dtfx.pipeline.kubeflow import cache, driver
 from dtfx.pipeline.kubeflow.image import image_environment, pod_environment
 from dtfx.pipeline.kubeflow.object_store import LauncherError, ObjectStore, is_store_uri

@@ -10,7 +10,7 @@ from dtfx.pipeline.report.sections import why_missing
 from dtfx.pipeline.run_summary import RunSummary
 
 TITLE = "Replicas"
-# The messages with which trainer.debug's checks fail a training (components/trainer/agreement.py, numerics.py).
+# The messages with which trainer.debug's checks fail a training (components/trainer/debugging/agreement.py, numerics.py).
 CHECKS = ("check_numerics", "check_agreement")
 
 

@@ -16,9 +16,11 @@ import pytest
 import yaml
 
 from dtfx.components.errors import TrainingError
-from dtfx.components.trainer import cluster, kubernetes_job, kubernetes_training
+from dtfx.components.trainer.distributed import cluster
 from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.kubernetes_api import KubernetesApi
+from dtfx.components.trainer.kubernetes import manifest
+from dtfx.components.trainer.kubernetes import training as kubernetes_training
+from dtfx.components.trainer.kubernetes.api import KubernetesApi
 from dtfx.components.trainer.options import TrainerOptions
 from tests.conftest import ROOT
 from tests.kubeflow.fake_kubernetes import FakeKubernetes
@@ -91,21 +93,21 @@ def test_compiling_a_one_process_training_removes_an_earlier_training_job_file(t
 
 
 def test_a_trainjob_node_builds_the_tf_config_the_local_cluster_gives(tmp_path, capsys):
-    settings = kubernetes_job.JobSettings(
+    settings = manifest.JobSettings(
         operator="v2", image="i", volume_claim="c", volume_mount="/mnt/c", resources={}, secrets_as_env=[],
         secrets_as_files=[], node_selector={}, tolerations=[], service_account=None,
     )
     tasks = cluster.tasks(PARAMETER_SERVERS["trainer.distribution"], sidecar=True)
-    job = kubernetes_job.manifest(settings, "dtfx-train-abc", "team-a", tasks, "/mnt/c/job.json")
+    job = manifest.manifest(settings, "dtfx-train-abc", "team-a", tasks, "/mnt/c/job.json")
     assert job["spec"]["trainer"]["numNodes"] == 6
     env = {item["name"]: item["value"] for item in job["spec"]["trainer"]["env"]}
     addresses = [f"dtfx-train-abc-node-0-{index}.dtfx-train-abc:2222" for index in range(6)]
     expected = cluster.tf_configs(tasks, addresses)
     for index in range(6):
-        assert kubernetes_job.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": str(index)}) == expected[index]
+        assert manifest.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": str(index)}) == expected[index]
     assert expected[5]["task"] == {"type": "evaluator", "index": 0} and "evaluator" not in expected[5]["cluster"]
-    assert kubernetes_job.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": "0", "TF_CONFIG": "{}"}) is None
-    assert kubernetes_job.tf_config_from_environment({"JOB_COMPLETION_INDEX": "0"}) is None
+    assert manifest.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": "0", "TF_CONFIG": "{}"}) is None
+    assert manifest.tf_config_from_environment({"JOB_COMPLETION_INDEX": "0"}) is None
 
 
 @pytest.mark.parametrize(("keys", "where", "message"), [
@@ -173,7 +175,7 @@ def test_a_trainer_without_runtime_patches_is_named_instead_of_losing_the_volume
         with pytest.raises(TrainingError) as refused:
             kubernetes_training.train(job, options, KubernetesApi(fake.url, fake.namespace))
     message = str(refused.value)
-    assert message.startswith(f"Kubeflow Trainer on this cluster is older than {kubernetes_job.TRAINER_OLDEST}, "), message
+    assert message.startswith(f"Kubeflow Trainer on this cluster is older than {manifest.TRAINER_OLDEST}, "), message
     assert "upgrade Kubeflow Trainer" in message and "kubeflow.training_operator: v1" in message
     assert message.endswith("its TrainJob has no spec.runtimePatches"), message
     assert not fake.created and not fake.pods
@@ -182,12 +184,12 @@ def test_a_trainer_without_runtime_patches_is_named_instead_of_losing_the_volume
 
 def test_trainer_v2_2_takes_the_trainjob_whole(tmp_path):
     job, options = small_job(tmp_path, "v2")
-    settings = kubernetes_job.JobSettings.from_dict(options.training_job)
+    settings = manifest.JobSettings.from_dict(options.training_job)
     cluster_tasks = cluster.tasks(options.distribution, options.sidecar_evaluation)
-    operator = kubernetes_job.OPERATORS["v2"]
+    operator = manifest.OPERATORS["v2"]
     with FakeKubernetes(tmp_path) as fake:
         api = KubernetesApi(fake.url, fake.namespace)
-        body = kubernetes_job.manifest(settings, "dtfx-train-test", fake.namespace, cluster_tasks, "/nonexistent/job.json")
+        body = manifest.manifest(settings, "dtfx-train-test", fake.namespace, cluster_tasks, "/nonexistent/job.json")
         api.create(operator.group_path, operator.plural, body)
         api.delete(operator.group_path, operator.plural, "dtfx-train-test")
     assert fake.created == [body] and "runtimePatches" in body["spec"]
@@ -196,7 +198,7 @@ def test_trainer_v2_2_takes_the_trainjob_whole(tmp_path):
 def test_options_carry_the_job_settings_only_when_compiled_for_kubeflow(tmp_path):
     job, options = small_job(tmp_path)
     assert options.training_job["operator"] == "v1" and options.training_job["volume_claim"] == "shared"
-    assert kubernetes_training.wanted(options)
+    assert kubernetes_training.through_kubernetes_job(options)
     assert json.loads(options.to_json()) == options.to_dict()
     assert kubernetes_training.job_name(job).startswith("dtfx-train-") and len(kubernetes_training.job_name(job)) == 23
 
@@ -207,7 +209,7 @@ def test_a_rehearsal_runs_the_training_processes_on_this_machine(tmp_path, monke
 
     job, options = small_job(tmp_path)
     monkeypatch.setenv(kubernetes_training.LOCAL_PROCESSES_ENV, "local")
-    assert not kubernetes_training.wanted(options)
+    assert not kubernetes_training.through_kubernetes_job(options)
     pod_env = rehearsal._Run({}, tmp_path, None, "minio://b/r", None, print, sys.executable)._pod_env(tmp_path / "pod")
     assert pod_env[kubernetes_training.LOCAL_PROCESSES_ENV] == "local"
 

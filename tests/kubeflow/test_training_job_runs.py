@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from dtfx.components.errors import TrainingError
-from dtfx.components.trainer import kubernetes_training
 from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.kubernetes_api import KubernetesApi
+from dtfx.components.trainer.kubernetes import training as kubernetes_training
+from dtfx.components.trainer.kubernetes.api import KubernetesApi
 from dtfx.components.trainer.stats import TrainStats
 from tests.kubeflow.fake_kubernetes import FakeKubernetes
 from tests.kubeflow.test_compile import cluster_config, write

@@ -11,7 +11,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
-from dtfx.components.trainer.model import build_dnn
+from dtfx.components.trainer.training.model import build_dnn
 
 
 class UnaggregatedSteps(keras.Model):

@@ -44,9 +44,9 @@ def train(data_dir: str, strategy_name: str, devices: int, steps: int) -> dict:
     import tensorflow as tf
     import tf_keras as keras
 
-    from dtfx.components.trainer import dataset, model
-    from dtfx.components.trainer.devices import make_strategy, worker_count
-    from dtfx.components.trainer.network import compile_model
+    from dtfx.components.trainer.training import dataset, model
+    from dtfx.components.trainer.training.devices import make_strategy, worker_count
+    from dtfx.components.trainer.training.network import compile_model
     from dtfx.pipeline.config import DistributionSection
 
     # As the builder hands trainer.distribution to the step; devices is a setting of `mirrored` only.

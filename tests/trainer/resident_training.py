@@ -17,7 +17,7 @@ import os
 import sys
 
 import dtfx.components  # noqa: F401  (tf_keras before TensorFlow)
-from dtfx.components.trainer.devices import ensure_logical_cpus
+from dtfx.components.trainer.training.devices import ensure_logical_cpus
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "pipeline_config", "penguins.yaml")
 STEPS = 40
@@ -28,8 +28,9 @@ def main(transformed: str, graph: str, raw_examples: str, out: str, mode: str, *
     ensure_logical_cpus(2)
     import tensorflow as tf
 
-    from dtfx.components.trainer import resident, run_fn
+    from dtfx.components.trainer import run_fn
     from dtfx.components.trainer.job import TrainingJob
+    from dtfx.components.trainer.training import resident
     from dtfx.pipeline.builder import trainer_options
     from dtfx.pipeline.loader import load_config
 

@@ -21,7 +21,7 @@ TWO_REPLICAS = {"strategy": "mirrored", "devices": 2}
 
 def train_alone(tmp_path: Path, penguins_transform, write_config, examples: str | None = None, **keys):
     """Trains as one Trainer process would (python -m …worker JOB): (the job, the finished process)."""
-    from dtfx.components.trainer import local_cluster
+    from dtfx.components.trainer.distributed import local_cluster
     from dtfx.pipeline.builder import trainer_options
     from dtfx.pipeline.loader import load_config
 

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from dtfx.components.trainer import dataset
+from dtfx.components.trainer.training import dataset
 
 STEPS = 3
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from dtfx.components.trainer import dataset
+from dtfx.components.trainer.training import dataset
 
 
 def write_shard(path, records: int, width: int = 1000) -> None:

@@ -1,5 +1,5 @@
-"""dtfx.components.trainer.cluster and local_cluster: the cluster's layout, and the one the Trainer step starts on this machine
-(no training here)."""
+"""dtfx.components.trainer.distributed.cluster and local_cluster: the cluster's layout, and the one the Trainer step
+starts on this machine (no training here)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from dtfx.components import processes
 from dtfx.components.errors import TrainingError
-from dtfx.components.trainer import cluster, local_cluster
+from dtfx.components.trainer.distributed import cluster, local_cluster
 from dtfx.components.trainer.job import TrainingJob
 from tests.conftest import ROOT
 
@@ -64,12 +64,12 @@ def test_each_worker_reads_its_own_files_when_there_are_enough(tmp_path):
 
 def test_only_multi_process_strategies_with_no_cluster_given_start_processes(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
-    assert cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 2})
-    assert not cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 1})
-    assert not cluster.wanted({"strategy": "mirrored", "workers": 1, "devices": 2})
-    assert cluster.wanted({"strategy": "parameter_server", "workers": 1}), "servers are processes of their own"
+    assert cluster.needs_processes({"strategy": "multi_worker_mirrored", "workers": 2})
+    assert not cluster.needs_processes({"strategy": "multi_worker_mirrored", "workers": 1})
+    assert not cluster.needs_processes({"strategy": "mirrored", "workers": 1, "devices": 2})
+    assert cluster.needs_processes({"strategy": "parameter_server", "workers": 1}), "servers are processes of their own"
     monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}')
-    assert not cluster.wanted({"strategy": "multi_worker_mirrored", "workers": 2}), "a cluster's job trains as told"
+    assert not cluster.needs_processes({"strategy": "multi_worker_mirrored", "workers": 2}), "a cluster's job trains as told"
 
 
 def test_logs_for_a_model_run_on_a_file_system_url_are_copied_there():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dtfx.components.trainer.numerics import Placement, describe
+from dtfx.components.trainer.debugging.numerics import Placement, describe
 
 LAYERS = ["culmen_length_mm_xf", "reshape", "concatenate", "dense", "dense_1", "dense_2"]
 IN_A_LAYER = '''

@@ -65,11 +65,11 @@ def test_two_mirrored_replicas_match_one(tmp_path, data_dirs):
 
 
 def test_worker_processes_the_trainer_step_starts_match_one_replica(tmp_path, write_config):
-    """The Trainer step's own cluster (2 workers × 1 replica, dtfx.components.trainer.local_cluster) and 1 worker ×
+    """The Trainer step's own cluster (2 workers × 1 replica, dtfx.components.trainer.distributed.local_cluster) and 1 worker ×
     2 replicas against one replica, on the same Transform output, global batch and data order: the same weights."""
     import tensorflow as tf
 
-    from dtfx.components.trainer import local_cluster
+    from dtfx.components.trainer.distributed import local_cluster
     from dtfx.components.trainer.job import TrainingJob
     from dtfx.pipeline.builder import trainer_options
     from dtfx.pipeline.loader import load_config

@@ -1,5 +1,5 @@
 """A watching process keeps its trained network: a rerun with another learning rate trains it again, without building
-or tracing it anew, and gives what a fresh process gives (dtfx.components.trainer.resident)."""
+or tracing it anew, and gives what a fresh process gives (dtfx.components.trainer.training.resident)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dtfx.components.trainer import resident
+from dtfx.components.trainer.training import resident
 from tests.conftest import ROOT
 
 SCRIPT = Path(__file__).with_name("resident_training.py")

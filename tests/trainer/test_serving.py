@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
-from dtfx.components.trainer.serving import _parseable
+from dtfx.components.trainer.training.serving import _parseable
 
 SPECS = {
     "unshaped (as dtfx infers)": {"length": tf.io.VarLenFeature(tf.float32), "island": tf.io.VarLenFeature(tf.string)},

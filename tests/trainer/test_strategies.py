@@ -16,8 +16,8 @@ SCRIPT = """
 import json, sys
 import dtfx.components
 import numpy as np, tensorflow as tf
-from dtfx.components.trainer import devices, model
-from dtfx.components.trainer.network import compile_model
+from dtfx.components.trainer.training import devices, model
+from dtfx.components.trainer.training.network import compile_model
 from dtfx.components.trainer.run_fn import training_callbacks
 from dtfx.pipeline.config import DistributionSection
 

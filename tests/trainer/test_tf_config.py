@@ -12,7 +12,9 @@ import json
 
 import pytest
 
-from dtfx.components.trainer import cluster, kubernetes_job, worker
+from dtfx.components.trainer import worker
+from dtfx.components.trainer.distributed import cluster
+from dtfx.components.trainer.kubernetes import manifest
 from tests.kubeflow.fake_kubernetes import operator_tf_config
 
 JOB, NAMESPACE = "dtfx-train-abc", "team-a"
@@ -34,12 +36,12 @@ def operator_json(task_type: str, index: int) -> str:
 
 def tfjob() -> dict:
     """The TFJob dtfx makes for 2 worker servers, a parameter server and a sidecar evaluator."""
-    settings = kubernetes_job.JobSettings(
+    settings = manifest.JobSettings(
         operator="v1", image="i", volume_claim="c", volume_mount="/mnt/c", resources={}, secrets_as_env=[],
         secrets_as_files=[], node_selector={}, tolerations=[], service_account=None,
     )
     tasks = cluster.tasks({"strategy": "parameter_server", "workers": 2, "parameter_servers": 1}, sidecar=True)
-    return kubernetes_job.manifest(settings, JOB, NAMESPACE, tasks, "/mnt/c/job.json")
+    return manifest.manifest(settings, JOB, NAMESPACE, tasks, "/mnt/c/job.json")
 
 
 @pytest.mark.parametrize(("task_type", "index"), TASKS)
@@ -69,9 +71,9 @@ def test_the_entrypoint_sets_tensorflows_tf_config_from_the_operators_and_names_
 
 def test_a_trainjob_node_and_a_process_outside_any_cluster():
     tasks = cluster.tasks({"strategy": "parameter_server", "workers": 1, "parameter_servers": 1}, sidecar=True)
-    environ = {kubernetes_job.ROLES_ENV: json.dumps([[task.role, task.index] for task in tasks]),
-               kubernetes_job.ADDRESSES_ENV: json.dumps([f"n-{index}:2222" for index in range(4)]),
-               kubernetes_job.INDEX_ENV: "0"}
+    environ = {manifest.ROLES_ENV: json.dumps([[task.role, task.index] for task in tasks]),
+               manifest.ADDRESSES_ENV: json.dumps([f"n-{index}:2222" for index in range(4)]),
+               manifest.INDEX_ENV: "0"}
     assert worker.set_tf_config(environ) == "chief"
     assert json.loads(environ["TF_CONFIG"])["cluster"] == {"chief": ["n-0:2222"], "worker": ["n-1:2222"], "ps": ["n-2:2222"]}
     environ = {}

@@ -12,7 +12,7 @@ def test_rates_leave_out_validation_and_reach_tensorboard(tmp_path):
     import tensorflow as tf
     import tf_keras as keras
 
-    from dtfx.components.trainer.throughput import Throughput
+    from dtfx.components.trainer.training.throughput import Throughput
 
     batch, steps = 8, 5
     features = np.random.default_rng(0).normal(size=(batch * steps, 3)).astype("float32")

@@ -1,10 +1,10 @@
-"""dtfx.components.trainer.devices.variable_servers: where each variable (and each shard of it) lives."""
+"""dtfx.components.trainer.training.devices.variable_servers: where each variable (and each shard of it) lives."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from dtfx.components.trainer.devices import variable_servers
+from dtfx.components.trainer.training.devices import variable_servers
 
 
 def test_shards_of_a_variable_are_grouped_under_its_name_in_shard_order():

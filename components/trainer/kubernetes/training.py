@@ -1,7 +1,7 @@
 """Training in the pods of a Kubernetes job: what the train step does on Kubeflow when the strategy needs several
 processes (multi_worker_mirrored with workers > 1, parameter_server).
 
-A Kubeflow Pipelines step is one pod, so the step creates a TFJob or TrainJob (dtfx.components.trainer.kubernetes_job),
+A Kubeflow Pipelines step is one pod, so the step creates a TFJob or TrainJob (dtfx.components.trainer.kubernetes.manifest),
 waits for it, streams its chief's log into its own, and fails when a pod of it fails, naming it. The data and the
 model pass through the training volume, which the step and the job's pods mount: the step copies its inputs to
 `<volume>/dtfx-jobs/<job>/inputs`, the chief writes `outputs`, the step copies them into its own output artifacts,
@@ -21,10 +21,10 @@ import time
 from collections.abc import Iterator
 
 from dtfx.components.errors import TrainingError
-from dtfx.components.trainer.cluster import Task, role_counts, tasks
+from dtfx.components.trainer.distributed.cluster import Task, role_counts, tasks
 from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.kubernetes_api import KubernetesApi, UnknownFields
-from dtfx.components.trainer.kubernetes_job import OPERATORS, JobSettings, Operator, manifest, unknown_fields_message
+from dtfx.components.trainer.kubernetes.api import KubernetesApi, UnknownFields
+from dtfx.components.trainer.kubernetes.manifest import OPERATORS, JobSettings, Operator, manifest, unknown_fields_message
 from dtfx.components.trainer.options import TrainerOptions
 
 # Set by `dtfx rehearse`: the compiled train step starts the training's processes on this machine instead.
@@ -36,7 +36,7 @@ LOG_LINES_KEPT = 100_000
 LOGS_DIR = "logs"  # in the model run, as local_cluster keeps the processes' logs
 
 
-def wanted(options: TrainerOptions) -> bool:
+def through_kubernetes_job(options: TrainerOptions) -> bool:
     """Whether this step trains through a Kubernetes job: compiled for Kubeflow, and not rehearsed on this machine."""
     return options.training_job is not None and os.environ.get(LOCAL_PROCESSES_ENV) != "local"
 
@@ -77,7 +77,7 @@ def train(job: TrainingJob, options: TrainerOptions, api: KubernetesApi | None =
         finally:
             _remove_tree(staging)
     if options.sidecar_evaluation:
-        from dtfx.components.trainer import sidecar
+        from dtfx.components.trainer.distributed import sidecar
 
         sidecar.merge_into_history(job.model_run_dir)
 

@@ -12,7 +12,7 @@ ports) and its own role and index.
   servers that run the steps it sends, M parameter servers that hold the variables. The servers
   never end by themselves: they are stopped when the chief has finished. With
   `evaluation.sidecar`, an evaluator process evaluates the chief's checkpoints beside them
-  (dtfx.components.trainer.sidecar); the step waits for it too.
+  (dtfx.components.trainer.distributed.sidecar); the step waits for it too.
 
 Each process's log is `<model run>/logs/<role>-<i>.log`, beside `job.json`, what every process was given.
 
@@ -44,7 +44,7 @@ from absl import logging
 
 from dtfx.components.errors import TrainingError, reported_in_log
 from dtfx.components.processes import LOOPBACK, die_with_parent, free_port
-from dtfx.components.trainer.cluster import Task, tasks, tf_configs
+from dtfx.components.trainer.distributed.cluster import Task, tasks, tf_configs
 from dtfx.components.trainer.job import TrainingJob
 
 WORKER_MODULE = "dtfx.components.trainer.worker"
@@ -89,7 +89,7 @@ def train(job: TrainingJob, distribution: dict[str, Any], sidecar: bool = False)
                 f"Last lines of it:\n{_tail(os.path.join(logs_dir, task.log_name))}"
             )
     if sidecar:
-        from dtfx.components.trainer import sidecar as sidecar_evaluator  # TensorFlow: only once it has run
+        from dtfx.components.trainer.distributed import sidecar as sidecar_evaluator  # TensorFlow: only once it has run
 
         sidecar_evaluator.merge_into_history(job.model_run_dir)
 

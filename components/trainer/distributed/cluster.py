@@ -42,7 +42,7 @@ def multi_process(distribution: dict[str, Any]) -> bool:
     return entry.processes == "workers_and_servers" or (entry.processes == "workers" and distribution.get("workers", 1) > 1)
 
 
-def wanted(distribution: dict[str, Any]) -> bool:
+def needs_processes(distribution: dict[str, Any]) -> bool:
     """Whether the Trainer step must have the cluster started: several processes, and no TF_CONFIG (inside a
     cluster's process, the training runs as told)."""
     return multi_process(distribution) and "TF_CONFIG" not in os.environ

@@ -21,11 +21,11 @@ import tensorflow as tf
 from absl import logging
 
 from dtfx.components.names import TRAIN_STATS_FILE
-from dtfx.components.trainer import dataset
 from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.network import ModelInputs
 from dtfx.components.trainer.options import TrainerOptions
 from dtfx.components.trainer.stats import TrainStats
+from dtfx.components.trainer.training import dataset
+from dtfx.components.trainer.training.network import ModelInputs
 
 CHECKPOINTS_DIR = "checkpoints"
 EVALUATIONS_FILE = os.path.join("evaluator", "evaluations.json")

@@ -1,5 +1,5 @@
 """The Kubernetes job that trains in several pods: a TFJob (Kubeflow Training Operator, v1) or a TrainJob (Kubeflow
-Trainer, v2), made from the config's `kubeflow` section and the cluster's layout (dtfx.components.trainer.cluster).
+Trainer, v2), made from the config's `kubeflow` section and the cluster's layout (dtfx.components.trainer.distributed.cluster).
 
 Every pod runs the entrypoint the local processes run, `python -m dtfx.components.trainer.worker JOB_JSON`, from
 the pipeline image. The job file and the data are on the training volume (`kubeflow.training_volume`), which the
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dtfx.components.step_options import StepOptions
-from dtfx.components.trainer.cluster import Task, role_counts, tf_configs
+from dtfx.components.trainer.distributed.cluster import Task, role_counts, tf_configs
 
 PORT = 2222  # the Training Operator's default TensorFlow port; the v2 runtime opens the same
 STAGING_DIR = "dtfx-jobs"  # on the training volume: one directory per job, removed when the step ends

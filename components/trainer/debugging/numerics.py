@@ -18,7 +18,7 @@ import tf_keras as keras
 from absl import logging
 
 from dtfx.components.errors import TrainingError
-from dtfx.components.trainer import devices
+from dtfx.components.trainer.training import devices
 
 DUMP_DIR = "debugger"
 _OP = re.compile(r'Detected Infinity or NaN in output (\d+) of (?:graph|eager) op "([^"]+)"')

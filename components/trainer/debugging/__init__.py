@@ -1,0 +1,1 @@
+"""The Trainer's debugging aids (`trainer.debug`): numerics, replica agreement, per-replica statistics."""

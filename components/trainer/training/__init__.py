@@ -1,0 +1,1 @@
+"""What one training process is made of: its input, network, devices, signatures, measurements."""
