@@ -12,12 +12,13 @@ import argparse
 import os
 import sys
 
-# Run as a file from the repository root, the `pipeline` package is one directory up.
+# Run as a file: the WebDriver client is the tests' own (tests/report/browser.py, not part of dtfx), and the
+# repository root that holds `tests` is one directory up.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from dtfx.pipeline.errors import UserError  # noqa: E402
 from dtfx.pipeline.report import REPORT_FILE, build_report  # noqa: E402
-from dtfx.pipeline.report.browser import BrowserError, Chromium  # noqa: E402
+from tests.report.browser import BrowserError, Chromium  # noqa: E402
 
 
 def screenshot(run_dir: str, out_path: str, width: int = 1280, height: int = 1600, full_page: bool = False) -> list[str]:

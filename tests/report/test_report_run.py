@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from dtfx.pipeline.report import REPORT_FILE
-from dtfx.pipeline.report.browser import Chromium, find_chromium
 from dtfx.pipeline.run_summary import RunSummary
 from tests.conftest import ROOT
+from tests.report.browser import Chromium, find_chromium
 from tests.report.synthetic import ACCURACY_CELL, external_references, svg_elements
 from tests.report.test_page import sections_by_state
 

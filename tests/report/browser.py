@@ -1,8 +1,8 @@
 """Headless Chromium driven over WebDriver (chromedriver's HTTP API), with nothing but the standard library.
 
 Used by the report's browser tests and by scripts/screenshot_report.py to open report.html,
-read the browser's console, run a line of JavaScript and take screenshots. Not used to build
-reports. Needs the `chromium` and `chromium-driver` Debian packages (or a Chrome and a
+read the browser's console, run a line of JavaScript and take screenshots. It lives with the tests:
+dtfx builds reports without a browser. Needs the `chromium` and `chromium-driver` Debian packages (or a Chrome and a
 matching chromedriver on PATH).
 """
 
