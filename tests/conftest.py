@@ -76,6 +76,24 @@ def run_dtfx(*args: str, cwd: Path | None = None, timeout: int = 900, **env: str
     return subprocess.run([str(dtfx), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def assert_matches_golden(golden: Path, actual: str) -> None:
+    """Asserts that `actual` is the text of the golden file `golden`.
+
+    With UPDATE_GOLDEN set (`make golden`), a golden file that differs is rewritten and the test still fails, naming
+    it: a run that rewrites a golden file compares nothing, so it must never pass as a green run.
+    """
+    expected = golden.read_text() if golden.exists() else None
+    if actual == expected:
+        return
+    where = golden.relative_to(ROOT)
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(actual)
+        pytest.fail(f"{where} rewritten from the current code: review `git diff {where}`, then run the tests again")
+    if expected is None:
+        pytest.fail(f"{where} is missing; if intended, run `make golden`")
+    assert actual == expected, f"{where} differs from the current code's output; if the change is intended, run `make golden`"
+
+
 @pytest.fixture(scope="session")
 def penguins_transform(tmp_path_factory) -> tuple[Path, Path]:
     """(transformed examples, transform graph) of the shipped config, by `dtfx run --until transform`, once per

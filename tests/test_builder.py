@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import yaml
@@ -12,7 +11,7 @@ from dtfx.components.example_gen.options import IngestOptions
 from dtfx.components.names import STAGES, stage_of
 from dtfx.pipeline.builder import build_pipeline
 from dtfx.pipeline.config import Config
-from tests.conftest import ROOT, default_config, set_key
+from tests.conftest import ROOT, assert_matches_golden, default_config, set_key
 
 GOLDEN = ROOT / "tests" / "golden" / "penguins_graph.json"
 
@@ -37,10 +36,7 @@ def graph(pipeline) -> dict:
 
 
 def test_golden_graph():
-    actual = graph(build_pipeline(make_config()))
-    if os.environ.get("UPDATE_GOLDEN"):
-        GOLDEN.write_text(json.dumps(actual, indent=2) + "\n")
-    assert actual == json.loads(GOLDEN.read_text()), "graph changed; if intended, run `make golden`"
+    assert_matches_golden(GOLDEN, json.dumps(graph(build_pipeline(make_config())), indent=2) + "\n")
 
 
 def test_pipeline_settings_come_from_config():

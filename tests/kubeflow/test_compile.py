@@ -8,7 +8,6 @@ code 2 and name their YAML path. Nothing here runs a step.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from dtfx.pipeline.config_base import INT32_MAX, INT64_MAX, UINT32_MAX
 from dtfx.pipeline.kubeflow.compiler import ENTRYPOINT, OPEN_SOURCE_EXECUTORS, open_source_problems
 from dtfx.pipeline.kubeflow.platform import PLATFORM_FIELDS, backend_reads, field_paths
 from dtfx.pipeline.kubeflow_config import KFP_BACKENDS, image_reference_problem
-from tests.conftest import ROOT, default_config, set_key
+from tests.conftest import ROOT, assert_matches_golden, default_config, set_key
 
 GOLDEN = ROOT / "tests" / "golden" / "kubeflow_penguins.yaml"
 # What a config needs on a cluster, beyond the shipped one: the image, a gs:// root, and paths in the pods.
@@ -80,9 +79,7 @@ def spec(compiled) -> dict:
 def test_golden_kubeflow_spec(compiled, spec):
     path, tmp = compiled
     actual = normalised(path.read_text(), tmp)
-    if os.environ.get("UPDATE_GOLDEN"):
-        GOLDEN.write_text(actual)
-    assert actual == GOLDEN.read_text(), "compiled spec changed; if intended, run `make golden`"
+    assert_matches_golden(GOLDEN, actual)
     # Open-source Kubeflow Pipelines runs container and importer executors only.
     kinds = {label: set(executor) for label, executor in spec["deploymentSpec"]["executors"].items()}
     assert all(kind <= set(OPEN_SOURCE_EXECUTORS) and len(kind) == 1 for kind in kinds.values()), kinds
@@ -307,9 +304,7 @@ def test_golden_spec_of_each_cluster_beam_profile(tmp_path, capsys, profile):
     assert code == 0, err
     actual = normalised(output.read_text(), tmp_path)
     golden = GOLDEN.parent / f"kubeflow_{profile.replace('-', '_')}.yaml"
-    if os.environ.get("UPDATE_GOLDEN"):
-        golden.write_text(actual)
-    assert actual == golden.read_text(), "compiled spec changed; if intended, run `make golden`"
+    assert_matches_golden(golden, actual)
 
 
 def test_a_model_module_the_image_cannot_import_fails_the_compile(tmp_path, capsys, monkeypatch):
@@ -354,9 +349,7 @@ def test_golden_spec_with_secrets_node_selectors_and_tolerations_as_kfp_kubernet
     assert code == 0, err
     actual = normalised(output.read_text(), tmp_path)
     golden = GOLDEN.parent / "kubeflow_penguins_placement.yaml"
-    if os.environ.get("UPDATE_GOLDEN"):
-        golden.write_text(actual)
-    assert actual == golden.read_text(), "compiled spec changed; if intended, run `make golden`"
+    assert_matches_golden(golden, actual)
 
     pipeline_doc, platform_doc = yaml.safe_load_all(output.read_text())
     executors = platform_doc["platforms"]["kubernetes"]["deploymentSpec"]["executors"]

@@ -22,7 +22,7 @@ from dtfx.components.trainer.kubernetes import manifest
 from dtfx.components.trainer.kubernetes import training as kubernetes_training
 from dtfx.components.trainer.kubernetes.api import KubernetesApi
 from dtfx.components.trainer.options import TrainerOptions
-from tests.conftest import ROOT
+from tests.conftest import ROOT, assert_matches_golden
 from tests.kubeflow.fake_kubernetes import FakeKubernetes
 from tests.kubeflow.test_compile import PLACEMENT, cli, cluster_config, normalised, write
 
@@ -52,9 +52,7 @@ def test_golden_training_job_of_each_operator(tmp_path, capsys, case):
     compile_case(tmp_path, capsys, case)
     actual = normalised((tmp_path / "pipeline.training-job.yaml").read_text(), tmp_path)
     golden = ROOT / "tests" / "golden" / f"kubeflow_training_job_{case}.yaml"
-    if os.environ.get("UPDATE_GOLDEN"):
-        golden.write_text(actual)
-    assert actual == golden.read_text(), "the training job manifest changed; if intended, run `make golden`"
+    assert_matches_golden(golden, actual)
     assert "&id" not in actual, "no YAML aliases: each pod template is written out"
 
 
