@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib
 import json
+import pkgutil
 import textwrap
 
 import pytest
 
+import dtfx.components
 from dtfx.components.example_gen.options import IngestOptions
 from dtfx.components.registry import Registry
 from dtfx.components.registry.formats import FORMATS, format_of
@@ -15,19 +19,30 @@ from dtfx.components.registry.metrics import METRICS, TASKS, metrics_for
 from dtfx.components.registry.models import MODEL_TYPES
 from dtfx.components.registry.strategies import STRATEGIES
 from dtfx.components.step_options import StepOptions, StepOptionsError
-from dtfx.components.trainer.options import InputOptions, TrainerOptions
+from dtfx.components.trainer.options import TrainerOptions
 from dtfx.components.transform.options import TransformOptions
 from dtfx.pipeline import builder, data_source
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.loader import load_config
 from tests.conftest import ROOT, default_config, set_key
 
-OPTION_CLASSES = (IngestOptions, TransformOptions, TrainerOptions, InputOptions)
 SHIPPED = sorted((ROOT / "pipeline_config").glob("*.yaml"))
 
 
 def shipped_config(path) -> Config:
     return load_config(str(path), check_data=False)
+
+
+@functools.cache
+def option_classes() -> tuple[type[StepOptions], ...]:
+    """Every subclass of StepOptions in dtfx.components, each module imported first so that a new one is never missed."""
+    for module in pkgutil.walk_packages(dtfx.components.__path__, f"{dtfx.components.__name__}."):
+        importlib.import_module(module.name)
+
+    def below(cls: type) -> list[type]:
+        return [found for sub in cls.__subclasses__() for found in (sub, *below(sub))]
+
+    return tuple(sorted(set(below(StepOptions)), key=lambda cls: f"{cls.__module__}.{cls.__qualname__}"))
 
 
 # --- step options ------------------------------------------------------------------------------
@@ -42,9 +57,17 @@ def test_every_step_options_round_trip_through_json(path):
         assert type(options).from_dict(json.loads(json.dumps(options.to_dict()))) == options
 
 
+def test_what_the_builder_hands_each_step_is_step_options_the_tests_below_cover():
+    config = shipped_config(SHIPPED[0])
+    trainer = builder.trainer_options(config)
+    handed = {type(options) for options in (builder.ingest_options(config), builder.transform_options(config), trainer,
+                                            trainer.input, trainer.debug)}
+    assert handed <= set(option_classes()), handed - set(option_classes())
+
+
 def test_step_options_have_no_defaults_of_their_own():
     # The config holds every default; an options class with a default could disagree with it.
-    for cls in OPTION_CLASSES:
+    for cls in option_classes():
         defaulted = [f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
                      or f.default_factory is not dataclasses.MISSING]
         assert defaulted == [], f"{cls.__name__} defaults {defaulted}"
@@ -170,5 +193,8 @@ def test_every_registered_model_builds_from_its_default_options():
         assert {"size_xf", "colour_xf", "image_xf", "review_xf"} >= set(model.input_names) >= {"size_xf", "colour_xf"}
 
 
-def test_options_classes_are_step_options():
-    assert all(issubclass(cls, StepOptions) for cls in OPTION_CLASSES)
+def test_every_options_class_is_a_frozen_dataclass_of_its_own():
+    # Undecorated, a subclass would have StepOptions' fields (none): from_dict would refuse every key it is given.
+    for cls in option_classes():
+        params = cls.__dict__.get("__dataclass_params__")
+        assert params is not None and params.frozen, f"{cls.__name__} is not declared @dataclasses.dataclass(frozen=True)"
