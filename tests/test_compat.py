@@ -10,6 +10,9 @@ import json
 import os
 import subprocess
 import sys
+import types
+
+import pytest
 
 import dtfx.components  # noqa: F401  (tf_keras before TensorFlow)
 
@@ -108,10 +111,21 @@ def test_local_dag_runner_launches_through_the_method_watch_launches_wraps():
 
     original = launcher.Launcher.launch
     assert "_pipeline_node" in inspect.getsource(launcher.Launcher.__init__)
+    # TFX 1.16's Launcher.launch hands a system node (importer, resolver) to its handler and returns what it gives: the
+    # real method runs on a launcher of such a node, and a failing handler stands for a failing step.
+    node = types.SimpleNamespace(node_info=types.SimpleNamespace(id="import_schema"))
+    done = types.SimpleNamespace(run=lambda *args: "execution info")
+    failed = types.SimpleNamespace(run=lambda *args: 1 / 0)
     events = []
     with watch_launches(lambda node, event: events.append((node, event))):
         assert launcher.Launcher.launch is not original
+        stand_in = types.SimpleNamespace(_pipeline_node=node, _system_node_handler=done, _mlmd_connection=None,
+                                         _pipeline_info=None, _pipeline_runtime_spec=None)
+        assert launcher.Launcher.launch(stand_in) == "execution info"
+        with pytest.raises(ZeroDivisionError):
+            launcher.Launcher.launch(types.SimpleNamespace(**{**vars(stand_in), "_system_node_handler": failed}))
     assert launcher.Launcher.launch is original
+    assert events == [("import_schema", "running"), ("import_schema", "finished")] * 2
 
 
 def test_tfx_packs_itself_for_every_beam_stage_unless_dtfx_skips_it(monkeypatch):
