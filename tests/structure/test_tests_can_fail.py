@@ -1,8 +1,9 @@
 """Tests that can fail (issue 37): golden files are compared in one place, and no assertion holds whatever the code does.
 
 A golden test that rewrote its file and then compared it with what it had just written passed on every update run;
-`replicas >= 1` held for every strategy TensorFlow has. The scans below read tests/ by `ast`; each is also run on
-a snippet of the pattern it refuses, so that a scan that finds nothing cannot pass for one that looks.
+`replicas >= 1` held for every strategy TensorFlow has; launch events were collected and never read. The scans
+below read tests/ by `ast`; each is also run on a snippet of the pattern it refuses, so that a scan that finds nothing
+cannot pass for one that looks.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ GOLDEN_HELPER = "assert_matches_golden"
 # exact value follows from the config and the machine's devices.
 NEVER_ZERO = ("replicas", "workers", "processes", "devices")
 CATCH_ALL = ("AssertionError", "Exception", "BaseException")
+# What only fills a collection: a test that collects with them and reads nothing back checks nothing.
+FILLING = ("append", "add", "update", "extend", "insert", "setdefault")
 
 
 def parsed(source: str | Path) -> ast.Module:
@@ -124,6 +127,28 @@ def swallowed_assertions(tree: ast.AST) -> list[str]:
     return found
 
 
+def _empty_collection(value: ast.expr) -> bool:
+    if isinstance(value, ast.List | ast.Set) and not value.elts or isinstance(value, ast.Dict) and not value.keys:
+        return True
+    return isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1] in ("list", "dict", "set", "defaultdict")
+
+
+def collected_and_never_read(tree: ast.AST) -> list[str]:
+    """Collections a test makes empty and then only fills (events appended by a callback, say), never reading them."""
+    found = []
+    for function in functions(tree):
+        made = {node.targets[0].id: node.lineno for node in ast.walk(function) if isinstance(node, ast.Assign)
+                and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and _empty_collection(node.value)}
+        for name, line in made.items():
+            loads = [node for node in ast.walk(function) if isinstance(node, ast.Name) and node.id == name
+                     and isinstance(node.ctx, ast.Load)]
+            fills = [node for node in ast.walk(function) if isinstance(node, ast.Attribute) and node.attr in FILLING
+                     and isinstance(node.value, ast.Name) and node.value.id == name]
+            if len(loads) == len(fills):
+                found.append(f"{function.name}: {name} (line {line}) is filled and never read")
+    return found
+
+
 def offenders(scan, skip: Path | None = None) -> list[str]:
     return [f"{path.relative_to(ROOT)}: {found}" for path in TESTS if path != skip for found in scan(parsed(path))]
 
@@ -146,6 +171,10 @@ def test_no_assertion_holds_whatever_the_code_does():
 
 def test_no_failed_assertion_is_swallowed():
     assert offenders(swallowed_assertions) == []
+
+
+def test_nothing_a_test_collects_goes_unread():
+    assert offenders(collected_and_never_read) == []
 
 
 # --- each scan finds what it refuses ------------------------------------------------------------------------------
@@ -177,3 +206,9 @@ def test_golden_graph():
                         'with contextlib.suppress(AssertionError):\n    assert z\n'
                         'try:\n    assert w\nexcept AssertionError as error:\n    raise Explained() from error\n')
     assert [found.split(":")[0] for found in swallowed_assertions(swallowing)] == ["line 3", "line 7", "line 9"]
+
+    collecting = parsed('def test_launches():\n    events = []\n    seen = set()\n    kept = []\n'
+                        '    with watch(lambda node: events.append(node)):\n        seen.add(1)\n        kept.append(2)\n'
+                        '    assert kept == [2]\n')
+    assert collected_and_never_read(collecting) == ["test_launches: events (line 2) is filled and never read",
+                                                    "test_launches: seen (line 3) is filled and never read"]
