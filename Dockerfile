@@ -1,5 +1,5 @@
 # The image every dtfx step runs in on Kubeflow Pipelines: Beam's own Python SDK image, with the environment of
-# requirements.lock (the same packages, at the same versions, as `make setup`'s .venv that the tests run in) and dtfx.
+# requirements.lock (what a pipeline needs, at the versions of `make setup`'s .venv that the tests run in) and dtfx.
 #
 # Build with `make image` (it sends Docker only what the build copies), push it to a registry the cluster pulls from,
 # and name it in the config as kubeflow.image.
@@ -13,7 +13,8 @@
 # python:3.11 Debian image, with the compilers that the lock's two source-only packages, crcmod and pyfarmhash, need)
 # and Beam's worker boot (/opt/apache/beam/boot), which a Flink or Spark worker pool starts. `dtfx rehearse` reads
 # these two ARGs to refuse an environment whose Python differs from the image's.
-# The venv holds the whole lock, test tools included: the image is the tests' environment, not a trimmed copy of it.
+# The venv holds requirements.lock only: the tools of the tests, lint and rehearsals (requirements-dev.lock) stay out of
+# the image, and pin no package of requirements.lock (tests/test_image.py), so the tests run on the image's packages.
 ARG PYTHON_VERSION=3.11
 ARG BEAM_VERSION=2.59.0
 FROM apache/beam_python${PYTHON_VERSION}_sdk:${BEAM_VERSION}
@@ -29,7 +30,7 @@ ENV VIRTUAL_ENV=/opt/dtfx/venv \
     TF_USE_LEGACY_KERAS=1
 
 # The packages first, so that a change of dtfx's code rebuilds only the layers after them.
-COPY requirements.lock requirements-nodeps.lock /opt/dtfx/src/
+COPY requirements.lock /opt/dtfx/src/
 COPY scripts/install-locked.sh /opt/dtfx/src/scripts/
 RUN python -m venv /opt/dtfx/venv && /opt/dtfx/src/scripts/install-locked.sh /opt/dtfx/venv/bin/python
 

@@ -1,11 +1,14 @@
 """The pipeline image's environment is the tests' environment: the same Python, the same packages, the same import check.
 
 The image cannot be built here (no container engine, no registry); what a step would meet in it is read from the
-Dockerfile and requirements.lock (dtfx.pipeline.kubeflow.image), and these tests hold this environment to it.
+Dockerfile and requirements.lock (dtfx.pipeline.kubeflow.image), and these tests hold this environment to it. The
+tests' .venv adds the development tools of requirements-dev.lock (and requirements-dev-nodeps.lock), which the image
+lacks: they may add packages, never change one of the image's.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -14,6 +17,7 @@ import sys
 import venv
 
 import pytest
+from packaging.requirements import Requirement
 
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.kubeflow import image
@@ -24,6 +28,47 @@ def test_the_tests_run_on_the_image_python_and_its_decisive_packages():
     environment = image.image_environment()
     assert environment.base.startswith("apache/beam_python")
     assert image.environment_problems(sys.executable, environment) == []
+
+
+DEV_LOCKS = (ROOT / "requirements-dev.lock", ROOT / "requirements-dev-nodeps.lock")
+# Not pinned, as before the locks were split: venv installs setuptools with pip, and astunparse (TensorFlow's) pulls
+# wheel from the index.
+UNPINNED_BUILD_TOOLS = {"pip", "setuptools", "wheel"}
+
+
+def test_the_development_locks_pin_no_package_of_the_image():
+    """A package in both the image's lock and a development lock would be the tools' version in the tests' .venv (or
+    not install at all), so the tests would not run on the image's packages."""
+    image_pins = image.locked_versions()
+    for lock in DEV_LOCKS:
+        tools = image.locked_versions(lock)
+        assert tools, f"{lock.name} pins nothing"
+        assert {name: (image_pins[name], tools[name]) for name in tools.keys() & image_pins.keys()} == {}, lock.name
+    assert {"pytest", "moto", "ruff", "hypothesis"} <= image.locked_versions(DEV_LOCKS[0]).keys()
+
+
+def test_this_environment_holds_every_locked_package_at_its_locked_version():
+    """The tests' .venv is the image's packages plus the tools, each at its pin: none missing, none moved."""
+    pins = image.locked_versions()
+    for lock in DEV_LOCKS:
+        pins |= image.locked_versions(lock)
+    installed = {image.normalised_name(dist.metadata["Name"]): dist.version for dist in importlib.metadata.distributions()}
+    assert {name: (version, installed.get(name)) for name, version in pins.items() if installed.get(name) != version} == {}
+
+
+def test_the_image_lock_holds_every_package_its_packages_require():
+    """requirements.lock alone is a whole environment (what the image installs): no requirement of one of its packages,
+    extras included, is left to the development lock or to whatever pip would pick."""
+    image_pins = image.locked_versions()
+    needed = _requirement_closure(image_pins)
+    assert needed - image_pins.keys() - UNPINNED_BUILD_TOOLS == set()
+
+
+def test_the_locks_together_hold_every_package_the_tools_require():
+    """requirements-dev.lock pins what its tools need beyond requirements.lock (requirements-dev-nodeps.lock is
+    installed without its requirements, on purpose: see there)."""
+    pins = image.locked_versions() | image.locked_versions(DEV_LOCKS[0])
+    assert _requirement_closure(pins) - pins.keys() - UNPINNED_BUILD_TOOLS == set()
 
 
 def test_the_dockerfile_import_check_passes_here_as_the_build_would_run_it(tmp_path):
@@ -105,6 +150,23 @@ def test_the_pod_environment_puts_the_chosen_interpreter_first_and_keeps_the_ima
     assert env["PATH"].split(os.pathsep)[0] == "/some/venv/bin"
     assert env["TF_USE_LEGACY_KERAS"] == "1" and env["RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT"] == "1"
     assert "VIRTUAL_ENV" not in env
+
+
+def _requirement_closure(roots) -> set[str]:
+    """Every distribution that `roots` (names) require, transitively, with the extras asked for, as installed here."""
+    extras_of: dict[str, set[str]] = {}
+    todo = [(name, frozenset()) for name in roots]
+    while todo:
+        name, extras = todo.pop()
+        if name in extras_of and extras <= extras_of[name]:
+            continue
+        extras_of[name] = extras_of.get(name, set()) | extras
+        for text in importlib.metadata.requires(name) or []:
+            requirement = Requirement(text)
+            wanted = {""} | extras_of[name]
+            if requirement.marker is None or any(requirement.marker.evaluate({"extra": extra}) for extra in wanted):
+                todo.append((image.normalised_name(requirement.name), frozenset(requirement.extras)))
+    return set(extras_of)
 
 
 def _module_of(dotted: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import importlib.util
 import os
 import sys
 import tempfile
@@ -25,6 +26,12 @@ REHEARSAL_IMAGE = "dtfx-rehearsal"
 DEFAULT_ROOT = "minio://mlpipeline/v2/artifacts"
 EXIT_TASK_FAILED = 1
 DEFAULT_OUTPUT = "pipeline.yaml"
+# What a rehearsal imports beyond what a pipeline needs, by import name; pyproject.toml's extra `rehearse` installs them.
+# boto3 talks to the S3 API. moto's S3 server, started unless --s3-endpoint names one, also needs flask and flask_cors:
+# moto 5.1.18's moto/server.py imports moto/moto_server/werkzeug_app.py, which imports both.
+S3_CLIENT_MODULES = ("boto3",)
+S3_SERVER_MODULES = ("moto", "flask", "flask_cors")
+REHEARSE_EXTRA = "pip install 'dtfx[rehearse]'"
 
 
 def add_commands(verbs) -> None:
@@ -121,10 +128,11 @@ def rehearse_command(args) -> int:
     """`dtfx rehearse`: compiles, then runs the compiled file here as a cluster would, artifacts in a local S3 server."""
     from dtfx.pipeline import layout, run_lock
     from dtfx.pipeline.kubeflow.checks import cluster_problems
-    from dtfx.pipeline.kubeflow.image import environment_problems
+    from dtfx.pipeline.kubeflow.image import environment_problems, image_environment
     from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
     from dtfx.pipeline.loader import load_config
 
+    _check_rehearsal_modules(own_server=not args.s3_endpoint)
     if args.workdir:
         spec_path = os.path.join(args.workdir, DEFAULT_OUTPUT)
         check_compiled_output(f"{spec_path} (the compiled pipeline in --workdir {args.workdir})", spec_path, args.config)
@@ -134,7 +142,8 @@ def rehearse_command(args) -> int:
     problems = cluster_problems(config, args.config, require_cluster=False)
     if problems:
         raise ConfigError(args.config, problems)
-    different = environment_problems(args.python)
+    image = image_environment()
+    different = environment_problems(args.python, image)
     if different:
         raise UserError(f"--python {args.python} is not the pipeline image's environment, so a rehearsal there would "
                         "prove nothing about the cluster:\n  " + "\n  ".join(different) +
@@ -173,7 +182,7 @@ def rehearse_command(args) -> int:
         print(f"{'task':<18}{'state':<11}{'seconds':>8}", flush=True)
         try:
             result = rehearse(spec_path, workdir, store, root, kfp_version, on_task=_print_task, python=args.python,
-                              metadata=metadata)
+                              metadata=metadata, image=image)
         except RehearsalError as error:  # the compiler refuses such specs first; this is a dtfx bug if it happens
             raise RuntimeError(str(error)) from None
         # This run's own objects: a cached task's are where the run that made them put them.
@@ -193,6 +202,16 @@ def rehearse_command(args) -> int:
     print(_pushed_line(result))
     print(f"rehearsal: {workdir} (succeeded, {seconds:.0f} s)")
     return 0
+
+
+def _check_rehearsal_modules(own_server: bool) -> None:
+    """Refuses (UserError) to rehearse where the modules of the `rehearse` extra that this rehearsal uses are missing."""
+    wanted = S3_CLIENT_MODULES + (S3_SERVER_MODULES if own_server else ())
+    missing = [name for name in wanted if importlib.util.find_spec(name) is None]
+    if missing:
+        server = " (moto's S3 server keeps the artifacts unless --s3-endpoint names an S3 API of yours)" if own_server else ""
+        raise UserError(f"dtfx rehearse needs {', '.join(missing)}, which this Python ({sys.executable}) cannot import"
+                        f"{server}: {REHEARSE_EXTRA}")
 
 
 def check_compiled_output(label: str, path: str, config_path: str) -> None:

@@ -1,10 +1,12 @@
 """The image every Kubeflow step runs in, as the Dockerfile builds it, and whether an interpreter here is the same.
 
 The Dockerfile is the one home of the image's base (its ARGs PYTHON_VERSION and BEAM_VERSION name Beam's SDK image)
-and of its environment variables; requirements.lock is the home of every package version, installed into the image
-as into `make setup`'s .venv. `dtfx rehearse` runs each step with an interpreter of this machine and first asks
-`environment_problems` whether that interpreter's Python and its TFX, TensorFlow and Beam are the image's: a step
-that runs here on other versions proves nothing about the cluster.
+and of its environment variables; requirements.lock is the home of every version of the image's packages, installed
+into the image as into `make setup`'s .venv (which adds the development tools of requirements-dev.lock, never one of
+these packages). `dtfx rehearse` reads the image once (`image_environment`), runs each step with an interpreter of
+this machine with the image's `ENV`s (`pod_environment`), and first asks `environment_problems` whether that
+interpreter's Python and its TFX, TensorFlow and Beam are the image's: a step that runs here on other versions proves
+nothing about the cluster.
 
 `python -m dtfx.pipeline.kubeflow.image python` prints the image's Python version (`make lint` gives it to vermin).
 """
@@ -57,7 +59,7 @@ def image_environment(dockerfile: Path = DOCKERFILE, lock: Path = LOCK) -> Image
         if not path.is_file():
             raise UserError(f"{path} is missing: the pipeline image's environment is read from the Dockerfile and "
                             "requirements.lock of a dtfx checkout")
-    instructions = _instructions(dockerfile.read_text(encoding="utf-8"))
+    instructions = instructions_of(dockerfile.read_text(encoding="utf-8"))
     args: dict[str, str] = {}
     env: dict[str, str] = {}
     base = None
@@ -80,13 +82,18 @@ def image_environment(dockerfile: Path = DOCKERFILE, lock: Path = LOCK) -> Image
 
 
 def locked_versions(lock: Path = LOCK) -> dict[str, str]:
-    """Package name (lower case, as pip normalises it) -> version, of every `name==version` line in the lock."""
+    """Package name (`normalised_name`) -> version, of every `name==version` line in the lock."""
     pins = {}
     for line in lock.read_text(encoding="utf-8").splitlines():
         name, sep, version = line.partition("==")
         if sep and not line.startswith("#"):
-            pins[re.sub(r"[-_.]+", "-", name.strip().lower())] = version.strip()
+            pins[normalised_name(name.strip())] = version.strip()
     return pins
+
+
+def normalised_name(name: str) -> str:
+    """A distribution's name as pip compares names (PEP 503): lower case, runs of `-`, `_` and `.` as one `-`."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def interpreter_versions(python: str) -> dict:
@@ -100,9 +107,8 @@ def interpreter_versions(python: str) -> dict:
     return json.loads(probe.stdout)
 
 
-def environment_problems(python: str = sys.executable, image: ImageEnvironment | None = None) -> list[str]:
-    """Each way the interpreter at `python` differs from the image (Python minor version, decisive packages)."""
-    image = image or image_environment()
+def environment_problems(python: str, image: ImageEnvironment) -> list[str]:
+    """Each way the interpreter at `python` differs from `image` (Python minor version, decisive packages)."""
     found = interpreter_versions(python)
     problems = []
     if found["python"] != image.python:
@@ -128,7 +134,7 @@ def _logical_lines(text: str) -> list[str]:
     return [line.strip() for line in re.sub(r"\\\n", " ", "\n".join(lines)).splitlines()]
 
 
-def _instructions(text: str) -> list[tuple[str, list[str]]]:
+def instructions_of(text: str) -> list[tuple[str, list[str]]]:
     """(KEYWORD, words) of each instruction of a Dockerfile."""
     instructions = []
     for line in _logical_lines(text):

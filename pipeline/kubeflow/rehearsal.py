@@ -42,7 +42,7 @@ import yaml
 from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS, LOCAL_ROOT_ENV, local_path_for_uri, type_title
 from dtfx.components.trainer.kubernetes.training import LOCAL_PROCESSES_ENV
 from dtfx.pipeline.kubeflow import cache, driver
-from dtfx.pipeline.kubeflow.image import image_environment, pod_environment
+from dtfx.pipeline.kubeflow.image import ImageEnvironment, image_environment, pod_environment
 from dtfx.pipeline.kubeflow.object_store import LauncherError, ObjectStore, is_store_uri
 
 PYTHON_COMMANDS = {"python", "python3"}
@@ -131,6 +131,7 @@ def rehearse(
     on_task: Callable[[TaskRun], None] | None = None,
     python: str = sys.executable,
     metadata: cache.RehearsalMetadata | None = None,
+    image: ImageEnvironment | None = None,
 ) -> RehearsalResult:
     """Runs the compiled pipeline at `pipeline_spec_path` task by task, as Kubeflow `kfp_version` would.
 
@@ -143,7 +144,8 @@ def rehearse(
 
     `metadata` is the ML Metadata the cache looks up and records in (by default one that lives for
     this rehearsal only); its objects, if it keeps them, are put into `store` first, and this
-    run's new outputs kept after. Writes `rehearsal.json` beside the compiled file.
+    run's new outputs kept after. Writes `rehearsal.json` beside the compiled file. `image` is the pipeline image's
+    environment as the caller read it (by default read from the Dockerfile here).
     """
     spec = load_spec(pipeline_spec_path)
     check_rehearsable(spec)
@@ -154,7 +156,7 @@ def rehearse(
     metadata.restore(store)
     store.ensure_bucket(pipeline_root)
     run = _Run(spec, workdir, store, pipeline_root, version, on_task, python, metadata, metadata.new_run(),
-               _platform_executors(pipeline_spec_path))
+               _platform_executors(pipeline_spec_path), image)
     order = _topological_order(spec["root"]["dag"]["tasks"])
     try:
         for name in order:
@@ -195,7 +197,7 @@ class _Run:
     """The state of one rehearsal: each task's outputs, as the next tasks' driver looks them up."""
 
     def __init__(self, spec, workdir, store, pipeline_root, version, on_task, python, metadata=None, run_id=RUN_ID,
-                 platform_executors=None):
+                 platform_executors=None, image: ImageEnvironment | None = None):
         self.spec = spec
         self.workdir = workdir
         self.store = store
@@ -210,7 +212,7 @@ class _Run:
         self.platform_executors = platform_executors or {}
         self.parameter_outputs: dict[str, dict] = {}
         self.python = python
-        self._image = image_environment()
+        self._image = image or image_environment()
 
     def run_task(self, name: str) -> bool:
         """Runs task `name`; returns whether it succeeded."""
