@@ -16,13 +16,15 @@ from pydantic import (
     FiniteFloat,
     PositiveInt,
     Tag,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from dtfx.components.example_gen.options import BAD_IMAGE_POLICIES, MAX_SHARDS, NON_FINITE_POLICIES, SHARDING_STRATEGIES
 from dtfx.components.registry.metrics import TASKS, metrics_for
 from dtfx.components.registry.models import MODEL_TYPES, model_type_of
-from dtfx.components.registry.strategies import STRATEGIES
+from dtfx.components.registry.strategies import CROSS_DEVICE_OPS, STRATEGIES
 from dtfx.pipeline.beam_config import BeamSection
 from dtfx.pipeline.config_base import (
     UNKNOWN_TYPE,
@@ -112,10 +114,10 @@ class PipelineSection(Section):
 
 class ShardingSection(Section):
     num_shards: PositiveInt = Field(
-        4, le=1024, description="TFRecord files written per split, by ingest and by Transform: the unit of data a training "
+        4, le=MAX_SHARDS, description="TFRecord files written per split, by ingest and by Transform: the unit of data a training "
         "worker reads, so at least trainer.distribution.workers for each worker to read files of its own."
     )
-    strategy: Literal["hash", "index", "block", "random"] = Field(
+    strategy: Literal[SHARDING_STRATEGIES] = Field(
         "hash",
         description="How rows are assigned to shards: hash of `key` (or of the whole row), row index "
         "modulo the shard count, contiguous blocks, or random with `seed`.",
@@ -140,12 +142,12 @@ class DataSection(Section):
         f"must include `train` and `eval`. Each key is {SPLIT_NAME}.",
     )
     sharding: ShardingSection = Field(default_factory=ShardingSection, description="How ingested rows are sharded.")
-    non_finite: Literal["error", "missing"] = Field(
+    non_finite: Literal[NON_FINITE_POLICIES] = Field(
         "error",
         description="A number that is infinite in float32 (inf, -inf, 1e309; NaN, as text or stored, is always a "
         "missing value): `error` stops ingest naming the file, line and column; `missing` treats it as a missing value.",
     )
-    on_bad_image: Literal["error", "skip"] = Field(
+    on_bad_image: Literal[BAD_IMAGE_POLICIES] = Field(
         "error",
         description="An image (features.image) that is missing, unreadable or not an image: `error` stops ingest naming "
         "the file and row; `skip` leaves the row out, counts it and lists the first ones in the ingest log.",
@@ -208,12 +210,15 @@ class FeaturesSection(Section):
         1, description=f"Buckets for categories (and text tokens) not seen in training data; {OOV_BUCKETS}."
     )
 
+    def listed(self) -> dict[str, list[str]]:
+        """The columns listed under each kind of feature (none under a kind left to inference)."""
+        return {"numeric": self.numeric or [], "categorical": self.categorical or [],
+                "image": [feature.name for feature in self.image], "text": [feature.name for feature in self.text]}
+
     @model_validator(mode="after")
     def _disjoint(self) -> FeaturesSection:
-        kinds = {"numeric": self.numeric or [], "categorical": self.categorical or [],
-                 "image": [feature.name for feature in self.image], "text": [feature.name for feature in self.text]}
         seen: dict[str, str] = {}
-        for kind, names in kinds.items():
+        for kind, names in self.listed().items():
             for name in names:
                 if name in seen:
                     twice = "twice" if seen[name] == kind else f"as both {seen[name]} and {kind}"
@@ -278,7 +283,7 @@ class DistributionSection(Section):
         description="parameter_server only: split large variables (embeddings) across the parameter servers; "
         "null keeps every variable whole on one server.",
     )
-    cross_device_ops: Literal["nccl", "hierarchical_copy", "reduction_to_one_device"] | None = Field(
+    cross_device_ops: Literal[tuple(CROSS_DEVICE_OPS)] | None = Field(
         None,
         description="All-reduce implementation of `mirrored` where GPUs exist; null lets TensorFlow choose. "
         "On logical CPU devices gradients are always summed on /cpu:0 (reduction_to_one_device).",
@@ -411,8 +416,9 @@ class TrainerSection(Section):
     evaluation: EvaluationSection = Field(default_factory=EvaluationSection, description="Evaluation during training.")
     debug: DebugSection = Field(default_factory=DebugSection, description="Debugging switches.")
 
+    # Pydantic runs these checks in the order they are written, and reports the first that fails.
     @model_validator(mode="after")
-    def _batch_divides(self) -> TrainerSection:
+    def _batch_splits_evenly_across_replicas(self) -> TrainerSection:
         devices = self.distribution.devices
         reads_devices = "devices" in STRATEGIES.get(self.distribution.strategy).keys
         if reads_devices and isinstance(devices, int) and self.batch_size % devices:
@@ -422,18 +428,17 @@ class TrainerSection(Section):
         if STRATEGIES.get(self.distribution.strategy).synchronous and self.batch_size % workers:
             raise ValueError(f"batch_size {self.batch_size} is not a multiple of distribution.workers {workers}: "
                              "each worker's replica takes an equal share of the global batch")
+        return self
+
+    @model_validator(mode="after")
+    def _sidecar_only_with_parameter_servers(self) -> TrainerSection:
         if self.evaluation.sidecar and self.distribution.strategy != "parameter_server":
             raise ValueError(f"evaluation.sidecar needs strategy parameter_server, not {self.distribution.strategy}: "
                              "the other strategies evaluate in the training processes")
-        self._debug_fits_strategy()
-        every = self.evaluation.every_steps
-        if every and self.train_steps % every:
-            raise ValueError(f"evaluation.every_steps {every} does not divide train_steps {self.train_steps}: "
-                             "training runs in rounds of equal length, each ending with an evaluation")
         return self
 
-
-    def _debug_fits_strategy(self) -> None:
+    @model_validator(mode="after")
+    def _debug_fits_strategy(self) -> TrainerSection:
         strategy, debug = self.distribution.strategy, self.debug
         entry = STRATEGIES.get(strategy)
         if debug.dump and entry.processes != "one":
@@ -445,6 +450,15 @@ class TrainerSection(Section):
                     raise ValueError(f"debug.{key} needs a synchronous strategy, not {strategy}: its workers take steps "
                                      "of their own on one copy of the variables, so there are no replicas in step to "
                                      "compare (set it to off)")
+        return self
+
+    @model_validator(mode="after")
+    def _evaluation_points_divide_training(self) -> TrainerSection:
+        every = self.evaluation.every_steps
+        if every and self.train_steps % every:
+            raise ValueError(f"evaluation.every_steps {every} does not divide train_steps {self.train_steps}: "
+                             "training runs in rounds of equal length, each ending with an evaluation")
+        return self
 
 
 class Threshold(Section):
@@ -516,6 +530,16 @@ class Config(Section):
         description="Kubeflow Pipelines: image, pipeline root, volumes and resources (compile, submit, rehearse).",
     )
 
+    @field_validator("features")
+    @classmethod
+    def _label_is_not_a_feature(cls, features: FeaturesSection, info: ValidationInfo) -> FeaturesSection:
+        # A field's check, so that the error is at `features`; `data` comes first, so it is validated by now (absent
+        # from info.data when it is invalid, and then it is the error to fix first).
+        data = info.data.get("data")
+        if data and any(data.label in names for names in features.listed().values()):
+            raise ValueError(f"the label {data.label!r} cannot also be a feature")
+        return features
+
     @model_validator(mode="after")
     def _worker_image_is_the_pipeline_image(self) -> Config:
         image = self.kubeflow.image
@@ -539,9 +563,6 @@ class Config(Section):
         for kind in sorted(entry.needs - given):
             raise ValueError(f"trainer.model {entry.name} needs at least one {kind} feature: list it in "
                              f"features.{kind}")
-        image_columns = {feature.name for feature in self.features.image}
-        if self.data.label in image_columns | {feature.name for feature in self.features.text}:
-            raise ValueError(f"the label {self.data.label!r} cannot also be a feature")
         return self
 
     def metric_names(self) -> tuple[str, ...]:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS
+from dtfx.components.trainer.kubernetes.manifest import OPERATORS
 from dtfx.pipeline.config_base import NonNegativeInt64, PositiveInt64, Section, plain_pattern
 
 MEMORY_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|K|M|G|T)$")
@@ -19,7 +20,10 @@ MEMORY_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|K|M|G|T)$")
 OBJECT_STORE_SCHEMES = tuple(LAUNCHER_MOUNTS)
 KUBERNETES_NAME_WORDS = ("a Kubernetes name: lower-case letters, digits, '-' and '.', starting and ending with a letter "
                          "or digit, at most 253 characters")
-KUBERNETES_NAME = re.compile(plain_pattern(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$", KUBERNETES_NAME_WORDS))
+# The name of a Kubernetes object the config refers to: a claim, a secret, a namespace, a service account.
+KubernetesName = Annotated[
+    str, Field(pattern=plain_pattern(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$", KUBERNETES_NAME_WORDS))
+]
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 # A label key: an optional DNS-subdomain prefix and a name of up to 63 characters; a value of up to 63 (or empty).
@@ -102,18 +106,11 @@ def mount_path_problem(path: str) -> str | None:
 
 
 class VolumeMount(Section):
-    claim: str = Field(
+    claim: KubernetesName = Field(
         description="Name of an existing PersistentVolumeClaim in the namespace the runs use. Steps run in "
         "different pods, possibly on different nodes: the claim needs access mode ReadWriteMany for that.",
     )
     mount_path: str = Field(description="Absolute path at which every step's container sees the claim, e.g. /mnt/dtfx.")
-
-    @field_validator("claim")
-    @classmethod
-    def _kubernetes_name(cls, claim: str) -> str:
-        if not KUBERNETES_NAME.match(claim):
-            raise ValueError(f"{claim!r} is not {KUBERNETES_NAME_WORDS}")
-        return claim
 
     @field_validator("mount_path")
     @classmethod
@@ -143,7 +140,7 @@ class StepResources(Section):
 
 
 class SecretSource(Section):
-    name: str = Field(description="Name of a Kubernetes secret in the namespace of the runs.")
+    name: KubernetesName = Field(description="Name of a Kubernetes secret in the namespace of the runs.")
     env: dict[str, str] | None = Field(
         None, description="As environment variables: ENV_VAR: key in the secret (e.g. AWS_ACCESS_KEY_ID: access-key-id)."
     )
@@ -151,13 +148,6 @@ class SecretSource(Section):
     steps: list[str] | None = Field(None, description="The steps that get it (e.g. [train, push]); null: every step.")
 
     # Each field is checked on its own, so that every problem of a secret is reported at once.
-    @field_validator("name")
-    @classmethod
-    def _kubernetes_name(cls, name: str) -> str:
-        if not KUBERNETES_NAME.match(name):
-            raise ValueError(f"{name!r} is not {KUBERNETES_NAME_WORDS}")
-        return name
-
     @field_validator("env")
     @classmethod
     def _variables_and_keys(cls, env: dict[str, str] | None) -> dict[str, str] | None:
@@ -257,20 +247,18 @@ class KubeflowSection(Section):
         description="Per step name, the taints its pod tolerates, e.g. train: [{key: nvidia.com/gpu, operator: Exists, "
         "effect: NoSchedule}].",
     )
-    namespace: str | None = Field(
+    namespace: KubernetesName | None = Field(
         None,
-        pattern=KUBERNETES_NAME.pattern,
         description="Your profile namespace on multi-user Kubeflow, where `dtfx submit` creates the experiment and the "
         "run (`submit --namespace` overrides it); null: single-user Kubeflow.",
     )
-    service_account: str | None = Field(
+    service_account: KubernetesName | None = Field(
         None,
-        pattern=KUBERNETES_NAME.pattern,
         description="Kubernetes service account the run's pods use, sent by `dtfx submit`; null: the namespace's default "
         "pipeline runner.",
     )
 
-    training_operator: Literal["v1", "v2"] = Field(
+    training_operator: Literal[tuple(OPERATORS)] = Field(
         "v1",
         description="Training in several pods (trainer.distribution: multi_worker_mirrored with workers > 1, or "
         "parameter_server): the train step creates a TFJob of the Kubeflow Training Operator (v1) or a TrainJob of "

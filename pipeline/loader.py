@@ -16,13 +16,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from dtfx.components.example_gen.labels import NOUN, too_few_classes
+from dtfx.components.example_gen.labels import too_few_classes
 from dtfx.components.example_gen.sources import describe_paths, image_kind_problem, nothing_to_learn
 from dtfx.components.registry.formats import format_of
 from dtfx.components.registry.metrics import TASKS, metrics_for, unreachable_bounds
 from dtfx.pipeline import data_source, model_module
-from dtfx.pipeline.config import EVERY_N_WORD, Config
-from dtfx.pipeline.config_base import PATTERN_WORDS, UNKNOWN_TYPE, WORD_OR_NUMBER
+from dtfx.pipeline.config import EVERY_N_WORD, Config, DataSection, PipelineSection, PusherSection
+from dtfx.pipeline.config_base import PATTERN_WORDS, UNKNOWN_TYPE, WORD_OR_NUMBER, Section
 from dtfx.pipeline.errors import ConfigError, Problem
 from dtfx.pipeline.yaml_source import line_of, parse_yaml, read_text
 
@@ -240,7 +240,7 @@ def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Probl
     """Checks across sections that a single field cannot express."""
     problems = []
     data, evaluator, pusher = _section(raw, "data"), _section(raw, "evaluator"), _section(raw, "pusher")
-    task = data.get("task", "classification")
+    task = _given(data, DataSection, "task")
     thresholds = evaluator.get("thresholds") or {}
     # With a task that is not one (reported at data.task), a metric of no task is still unknown.
     known = metrics_for(task) if task in TASKS else tuple(dict.fromkeys(name for each in TASKS for name in metrics_for(each)))
@@ -252,7 +252,7 @@ def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Probl
                 problems.append(Problem(path, f"unknown metric{for_task}; use one of: {', '.join(known)}", line_of(path, lines)))
             elif isinstance(bounds, dict):
                 problems += _unreachable_bounds(path, name, bounds, lines)
-    if pusher.get("enabled", True) is True and not thresholds:
+    if _given(pusher, PusherSection, "enabled") is True and not thresholds:
         problems.append(
             Problem(
                 "pusher.enabled",
@@ -271,10 +271,6 @@ def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Probl
                 line_of("pusher.serving_dir", lines),
             )
         )
-    features = _section(raw, "features")
-    listed = [name for kind in ("numeric", "categorical") if isinstance(features.get(kind), list) for name in features[kind]]
-    if data.get("label") in listed:
-        problems.append(Problem("features", f"the label {data['label']!r} cannot also be a feature", line_of("features", lines)))
     return problems
 
 
@@ -335,7 +331,7 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     elif formats[files[0]] == "parquet":
         problems += _parquet_image_problems(files[0], named, missing, lines)
     if isinstance(label, str) and label not in missing:
-        problems += _label_problems(files, label, data.get("task", "classification"), lines)
+        problems += _label_problems(files, label, _given(data, DataSection, "task"), lines)
     return problems
 
 
@@ -372,7 +368,7 @@ def _label_problems(files: list[str], label: str, task: Any, lines: dict[str, in
         counted = data_source.label_classes(files, label)
     except (ValueError, OSError):
         return []  # unreadable further down: ingest names the line
-    if counted is None or task not in NOUN:
+    if counted is None or task not in TASKS:
         return []
     problem = too_few_classes(describe_paths(files), label, *counted, "the data", task)
     return [Problem("data.label", problem, line_of("data.label", lines))] if problem else []
@@ -421,7 +417,7 @@ def _value_problems(
 ) -> list[Problem]:
     """From the first rows of the first CSV file: numeric features and a regression label hold finite numbers,
     image features do not hold numbers."""
-    task, non_finite = data.get("task", "classification"), data.get("non_finite", "error")
+    task, non_finite = _given(data, DataSection, "task"), _given(data, DataSection, "non_finite")
     numeric = [(key, name) for key, name in named if key.startswith("features.numeric.")]
     if task == "regression":
         numeric.append(("data.label", named[0][1]))
@@ -469,7 +465,7 @@ def _schema_problem(path: str) -> str | None:
 
 def _output_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     """The directories dtfx writes to must be directories it can create (validate creates nothing)."""
-    wanted = [("pipeline.output_root", _section(raw, "pipeline").get("output_root", "outputs"))]
+    wanted = [("pipeline.output_root", _given(_section(raw, "pipeline"), PipelineSection, "output_root"))]
     wanted.append(("pusher.serving_dir", _section(raw, "pusher").get("serving_dir")))
     problems = []
     for key, path in wanted:

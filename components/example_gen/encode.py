@@ -25,6 +25,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dtfx.components.example_gen.options import NON_FINITE_POLICIES
+
 # Field tags (field number << 3 | wire type 2, "length-delimited").
 _TAG_1, _TAG_2, _TAG_3 = 0x0A, 0x12, 0x1A
 _LIST_TAG = {"bytes": _TAG_1, "float": _TAG_2, "int": _TAG_3}  # Feature's oneof fields
@@ -50,8 +52,6 @@ class NonFiniteValueError(ValueConversionError):
         )
         self.column, self.row = column, row
 
-
-NON_FINITE_POLICIES = ("error", "missing")
 
 
 def to_feature_values(batch: pa.RecordBatch, kinds: dict[str, str], non_finite: str = "error") -> list[pa.Array]:

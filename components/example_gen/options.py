@@ -11,9 +11,17 @@ import dataclasses
 from google.protobuf import json_format, struct_pb2
 from tfx.proto import example_gen_pb2
 
+from dtfx.components.registry.metrics import TASKS
 from dtfx.components.step_options import StepOptions
 
-STRATEGIES = ("hash", "index", "block", "random")
+# The values of the config's data.sharding.strategy, data.non_finite and data.on_bad_image (its Literal types are
+# made of these): the step's own, since it is the step that must handle each of them.
+SHARDING_STRATEGIES = ("hash", "index", "block", "random")  # how assign.shard_indices picks a row's shard
+NON_FINITE_POLICIES = ("error", "missing")  # what encode does with a number that is infinite in float32
+BAD_IMAGE_POLICIES = ("error", "skip")  # what ingest does with a row whose image it cannot read
+# The most shards per split (data.sharding.num_shards): while it encodes a file, ingest keeps a gzip part file open for
+# each split and shard it writes (tfrecord.PartWriters), so the shard count bounds the files and zlib buffers it holds.
+MAX_SHARDS = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,11 +33,11 @@ class IngestOptions(StepOptions):
     strategy: str
     key: str | None
     seed: int
-    non_finite: str  # error | missing: what ingest does with inf, -inf and NaN numbers
-    task: str  # classification | regression: a regression label must hold numbers
+    non_finite: str  # NON_FINITE_POLICIES: what ingest does with inf, -inf and NaN numbers
+    task: str  # one of TASKS: a regression label must hold numbers
     numeric_features: list[str] | None  # features.numeric: columns that must hold numbers; None when inferred
     images: list[dict]  # features.image: name, source, size, channels; ingest reads, checks and resizes them
-    on_bad_image: str  # error | skip (data.on_bad_image)
+    on_bad_image: str  # BAD_IMAGE_POLICIES (data.on_bad_image)
     texts: list[str]  # features.text names: their lengths are profiled
 
     def numeric_columns(self) -> dict[str, str]:
@@ -42,18 +50,15 @@ class IngestOptions(StepOptions):
     def __post_init__(self):
         if not self.label:
             raise ValueError("label must name a column")
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"sharding strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
-        if not isinstance(self.num_shards, int) or not 1 <= self.num_shards <= 99999:
-            raise ValueError(f"num_shards must be an integer from 1 to 99999, not {self.num_shards!r}")
+        if self.strategy not in SHARDING_STRATEGIES:
+            raise ValueError(f"sharding strategy must be one of {', '.join(SHARDING_STRATEGIES)}, not {self.strategy!r}")
+        if not isinstance(self.num_shards, int) or not 1 <= self.num_shards <= MAX_SHARDS:
+            raise ValueError(f"num_shards must be an integer from 1 to {MAX_SHARDS}, not {self.num_shards!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, not {self.seed!r}")
-        if self.non_finite not in ("error", "missing"):
-            raise ValueError(f"non_finite must be error or missing, not {self.non_finite!r}")
-        if self.on_bad_image not in ("error", "skip"):
-            raise ValueError(f"on_bad_image must be error or skip, not {self.on_bad_image!r}")
-        if self.task not in ("classification", "regression"):
-            raise ValueError(f"task must be classification or regression, not {self.task!r}")
+        for name, values in (("non_finite", NON_FINITE_POLICIES), ("on_bad_image", BAD_IMAGE_POLICIES), ("task", TASKS)):
+            if getattr(self, name) not in values:
+                raise ValueError(f"{name} must be {' or '.join(values)}, not {getattr(self, name)!r}")
 
     def to_custom_config(self) -> example_gen_pb2.CustomConfig:
         """The options as an `Any`-packed Struct inside a CustomConfig."""

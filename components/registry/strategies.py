@@ -20,6 +20,11 @@ from typing import Any, Literal
 
 from dtfx.components.registry import Registry, load_function
 
+# The all-reduce implementations of `mirrored` (trainer.distribution.cross_device_ops), each with the name of its class
+# in tf.distribute; training.devices looks the class up, so that the config can list them without TensorFlow.
+CROSS_DEVICE_OPS = {"nccl": "NcclAllReduce", "hierarchical_copy": "HierarchicalCopyAllReduce",
+                    "reduction_to_one_device": "ReductionToOneDevice"}
+
 
 @dataclass(frozen=True)
 class Strategy:

@@ -7,13 +7,7 @@ from typing import Any
 import tensorflow as tf
 
 from dtfx.components.errors import DeviceSetupError
-from dtfx.components.registry.strategies import STRATEGIES
-
-CROSS_DEVICE_OPS = {
-    "nccl": tf.distribute.NcclAllReduce,
-    "hierarchical_copy": tf.distribute.HierarchicalCopyAllReduce,
-    "reduction_to_one_device": tf.distribute.ReductionToOneDevice,
-}
+from dtfx.components.registry.strategies import CROSS_DEVICE_OPS, STRATEGIES
 
 
 def ensure_logical_cpus(count: int) -> None:
@@ -156,7 +150,7 @@ def _cross_device_ops(name: str | None, gpus: list, replicas: int) -> tf.distrib
     for the default model, against 0.45 for reducing to /cpu:0 (benchmarks/train.py).
     """
     if gpus:
-        return CROSS_DEVICE_OPS[name]() if name else None
+        return getattr(tf.distribute, CROSS_DEVICE_OPS[name])() if name else None
     if replicas > 1:
         return tf.distribute.ReductionToOneDevice(reduce_to_device="/cpu:0")
     return None
