@@ -224,6 +224,12 @@ def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _given(section: dict[str, Any], model: type[Section], key: str) -> Any:
+    """The value of `key` in a section of the raw document, or the config model's default where the section has none:
+    the checks of the raw document read the defaults the validated config has."""
+    return section.get(key, model.model_fields[key].default)
+
+
 def _unreachable_bounds(path: str, metric: str, bounds: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     """A bound outside the values the metric can take would never bless a model, like having no threshold."""
     lower, upper = (bounds.get(key) for key in ("lower_bound", "upper_bound"))
