@@ -13,6 +13,7 @@ import gzip
 import importlib.util
 import itertools
 import os
+from collections.abc import Iterator
 
 # Ingest's rules, which validate applies to the same files: which files a data path reads (DATA_SUFFIXES),
 # the cells it reads as missing, the columns a Parquet file may hold, a CSV record's column count, a label's
@@ -71,13 +72,12 @@ def content_problem(path: str) -> str | None:
         return None
     with open(path, "rb") as handle:
         gzipped = handle.read(2) == GZIP_MAGIC
-    named_gz = path.lower().endswith(".gz")
+    named_gz = sources.gzip_named(path)
     if gzipped and not named_gz:
         return f"{path}: the file is gzip-compressed but its name says plain CSV; rename it to end in .csv.gz"
     if named_gz and not gzipped:
         return f"{path}: the name ends in .gz but the file is not gzip-compressed; remove the .gz"
-    opener = gzip.open if gzipped else open
-    with opener(path, "rb") as handle:
+    with _open_csv(path, "rb") as handle:
         if not handle.readline().strip():
             return None  # no header: read_columns says what is wrong with line 1
         if not any(line.strip() for line in handle):
@@ -97,14 +97,17 @@ class ColumnSample:
     first_non_finite: tuple[int, str] | None = None  # (line, cell) of the first number that is infinite in float32
 
 
-def sample_columns(path: str, columns: list[str], rows: int = SAMPLE_ROWS) -> dict[str, ColumnSample]:
-    """Present cells and the first non-number of each of `columns` in the first `rows` data rows of a CSV file."""
-    samples = {name: ColumnSample() for name in columns}
-    opener = gzip.open if path.lower().endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as handle:
+def csv_sample(path: str, rows: int = SAMPLE_ROWS, errors: str = "replace") -> Iterator[tuple[int, list[str]]]:
+    """The records of line 1 (the header, as read) and of the first `rows` non-empty data rows of a CSV file, each
+    as (the line it ends on, its fields): the one reader of CSV rows before a run, for validate and init.
+
+    Text is UTF-8 (a byte-order mark dropped), undecodable bytes handled by `errors` (as in `bytes.decode`); gzip is
+    chosen by ingest's rule (sources.gzip_named). Raises OSError, UnicodeDecodeError (errors="strict") or csv.Error
+    while it is read.
+    """
+    with _open_csv(path, "rt", encoding="utf-8-sig", errors=errors, newline="") as handle:
         reader = csv.reader(handle)
-        header = [name.strip() for name in next(reader, [])]
-        positions = {name: header.index(name) for name in columns if name in header}
+        yield reader.line_num, next(reader, [])
         read = 0
         for record in reader:
             if not record:
@@ -112,17 +115,32 @@ def sample_columns(path: str, columns: list[str], rows: int = SAMPLE_ROWS) -> di
             if read == rows:
                 break
             read += 1
-            for name, position in positions.items():
-                cell = record[position] if position < len(record) else ""
-                if cell in NULL_VALUES:
-                    continue
-                sample = samples[name]
-                sample.present += 1
-                number = is_number(cell)
-                if sample.first_non_number is None and not number:
-                    sample.first_non_number = (reader.line_num, cell)
-                if sample.first_non_finite is None and number and not is_finite_float32(cell):
-                    sample.first_non_finite = (reader.line_num, cell)
+            yield reader.line_num, record
+
+
+def _open_csv(path: str, mode: str, **text_options):
+    """The CSV file at `path`, decompressed when ingest would (sources.gzip_named)."""
+    return (gzip.open if sources.gzip_named(path) else open)(path, mode, **text_options)
+
+
+def sample_columns(path: str, columns: list[str], rows: int = SAMPLE_ROWS) -> dict[str, ColumnSample]:
+    """Present cells and the first non-number of each of `columns` in the first `rows` data rows of a CSV file."""
+    samples = {name: ColumnSample() for name in columns}
+    records = csv_sample(path, rows)
+    header = [name.strip() for name in next(records)[1]]
+    positions = {name: header.index(name) for name in columns if name in header}
+    for line, record in records:
+        for name, position in positions.items():
+            cell = record[position] if position < len(record) else ""
+            if cell in NULL_VALUES:
+                continue
+            sample = samples[name]
+            sample.present += 1
+            number = is_number(cell)
+            if sample.first_non_number is None and not number:
+                sample.first_non_number = (line, cell)
+            if sample.first_non_finite is None and number and not is_finite_float32(cell):
+                sample.first_non_finite = (line, cell)
     return samples
 
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import re
 
 import pytest
 from pydantic import BaseModel
 
+from dtfx.components.example_gen import sources
+from dtfx.pipeline.cli import main
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.loader import load_config
@@ -199,3 +202,19 @@ def test_a_tfrecord_file_is_refused_saying_what_init_reads(tmp_path):
     (tmp_path / "homes.tfrecord").write_bytes(b"")
     with pytest.raises(UserError, match=r"homes.tfrecord: dtfx init reads CSV and Parquet files, not tfrecord"):
         write_starter("homes", str(tmp_path / "homes.tfrecord"), str(tmp_path / "out.yaml"))
+
+
+@pytest.mark.parametrize("name", ["homes.csv.gz", "HOMES.CSV.GZ"])
+def test_a_gzipped_csv_named_in_any_case_gives_the_config_of_the_plain_file(mixed_csv, tmp_path, monkeypatch, name):
+    # Ingest's rule (sources.gzip_named): a name ending in .gz, in any case, is a gzipped CSV; init reads it so too.
+    monkeypatch.chdir(tmp_path)
+    with open(mixed_csv, "rb") as plain, gzip.open(tmp_path / name, "wb") as packed:
+        packed.write(plain.read())
+    assert main(["init", "homes", "--data", name, "--output", "gzipped.yaml"]) == 0
+    assert main(["init", "homes", "--data", "homes.csv", "--output", "plain.yaml"]) == 0
+    assert "Guessed from its first 30 rows" in (tmp_path / "gzipped.yaml").read_text()
+    gzipped, plain = load_config("gzipped.yaml"), load_config("plain.yaml")
+    assert gzipped.data.path == str(tmp_path / name)
+    assert gzipped.model_dump(exclude={"data": {"path"}}) == plain.model_dump(exclude={"data": {"path"}})
+    scan = sources.scan_file((0, name))  # ingest reads every row of it, as init did
+    assert scan.columns == ("id", "n", "city", "rooms", "area", "notes", "kind") and scan.num_rows == 30

@@ -310,7 +310,10 @@ def _csv_batches(path: str, names: list[str], only: list[str] | None = None) -> 
                                             strings_can_be_null=True, quoted_strings_can_be_null=True,
                                             include_columns=only)
     try:
-        reader = pa_csv.open_csv(path, read_options=read_options, parse_options=parse_options,
+        # Opened by ingest's gzip rule: given a path, Arrow guesses the compression from a case-sensitive suffix
+        # (pyarrow 10.0.1 io.pxi, _detect_compression) and would read X.CSV.GZ's compressed bytes as text.
+        stream = pa.input_stream(path, compression="gzip" if gzip_named(path) else None)
+        reader = pa_csv.open_csv(stream, read_options=read_options, parse_options=parse_options,
                                  convert_options=convert_options)
         while True:
             try:
@@ -388,8 +391,13 @@ def _open_csv_text(path: str) -> io.TextIOBase:
     return io.TextIOWrapper(_open_binary(path), encoding="utf-8-sig", errors="replace", newline="")
 
 
+def gzip_named(path: str) -> bool:
+    """Whether ingest reads the CSV file at `path` as gzip-compressed: its name ends in .gz, in any case (X.CSV.GZ)."""
+    return path.lower().endswith(".gz")
+
+
 def _open_binary(path: str):
-    return gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")
+    return gzip.open(path, "rb") if gzip_named(path) else open(path, "rb")
 
 
 # --- Parquet ---------------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import gzip
 import re
 from dataclasses import dataclass, field
 
@@ -14,7 +13,7 @@ from dtfx.components.errors import DataError
 # The header, the Parquet columns and the missing cells as ingest reads them.
 from dtfx.components.example_gen.sources import NULL_VALUES, iter_tables, read_csv_header, scan_file
 from dtfx.components.registry.formats import FORMATS, format_of
-from dtfx.pipeline.data_source import SAMPLE_ROWS, is_number
+from dtfx.pipeline.data_source import SAMPLE_ROWS, csv_sample, is_number
 from dtfx.pipeline.errors import UserError
 
 _INT = re.compile(r"[+-]?\d+")
@@ -72,24 +71,18 @@ def _csv_sample(csv_path: str, rows: int) -> tuple[list[Column], int]:
         raise UserError(str(error)) from None
     if len(header) == 1:
         _check_delimiter(csv_path, header[0])
-    opener = gzip.open if csv_path.endswith(".gz") else open
+    columns = [Column(name) for name in header]
+    read = 0
     try:
-        with opener(csv_path, "rt", encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(handle)
-            next(reader, None)  # the header, read above as ingest reads it
-            columns = [Column(name) for name in header]
-            read = 0
-            for record in reader:
-                if not record:
-                    continue
-                if read == rows:
-                    break
-                read += 1
-                for column, cell in zip(columns, record, strict=False):
-                    if cell in NULL_VALUES:
-                        column.missing += 1
-                    else:
-                        column.values.append(cell)
+        records = csv_sample(csv_path, rows, errors="strict")
+        next(records)  # the header, read above as ingest reads it
+        for _, record in records:
+            read += 1
+            for column, cell in zip(columns, record, strict=False):
+                if cell in NULL_VALUES:
+                    column.missing += 1
+                else:
+                    column.values.append(cell)
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise UserError(f"{csv_path}: not a readable CSV file ({error})") from None
     return columns, read

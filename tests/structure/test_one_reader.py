@@ -1,0 +1,117 @@
+"""One reader of CSV rows before a run (issue 37): validate's value checks and init's sample read through it.
+
+Two readers had drifted: init's opened X.CSV.GZ as text (a case-sensitive `.gz` check) and failed, validate's read it.
+The scan below reads pipeline/ by `ast` for every call that opens or parses CSV data, or decides gzip by a name's
+suffix (ingest's rule is sources.gzip_named); each is allowed in the one reader only. The scan is also run on
+snippets, so that a scan that finds nothing cannot pass for one that looks.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from tests.conftest import ROOT
+
+READER_MODULE = "pipeline/data_source.py"
+# The calls that read CSV rows or open a data file by its compression, and the one function allowed each.
+READERS = {"csv.reader": "csv_sample", "gzip.open": "_open_csv"}
+OPENERS = (*READERS, "csv.DictReader", "gzip.GzipFile", "pyarrow.csv.read_csv", "pyarrow.csv.open_csv")
+GZIP_RULE = "endswith('.gz')"
+
+
+def imported_names(tree: ast.AST) -> dict[str, str]:
+    """Local name -> dotted name of what it imports (`import gzip as g`: g -> gzip; `from csv import reader`)."""
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return names
+
+
+def dotted(node: ast.expr, names: dict[str, str]) -> str | None:
+    """The dotted name a name or attribute resolves to through the module's imports, or None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in names:
+        return None
+    return ".".join([names[node.id], *reversed(parts)])
+
+
+def _gzip_by_suffix(call: ast.Call) -> bool:
+    """`x.endswith(".gz")` or `x.endswith((..., ".gz"))`: gzip decided by a name, outside ingest's rule."""
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "endswith" and call.args):
+        return False
+    suffixes = call.args[0].elts if isinstance(call.args[0], ast.Tuple) else [call.args[0]]
+    return any(isinstance(s, ast.Constant) and isinstance(s.value, str) and s.value.lower().endswith(".gz")
+               for s in suffixes)
+
+
+def csv_openers(source: str) -> list[tuple[str, str]]:
+    """(enclosing function or `<module>`, what) of every CSV opener (called or chosen, as in `(gzip.open if gzipped
+    else open)(path)`) and suffix gzip rule in a module's source."""
+    tree = ast.parse(source)
+    names = imported_names(tree)
+    enclosing = {}
+    for function in ast.walk(tree):  # outer functions first: an inner one's name replaces theirs
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            enclosing.update({id(node): function.name for node in ast.walk(function) if node is not function})
+    found = []
+    for node in ast.walk(tree):
+        where = enclosing.get(id(node), "<module>")
+        if isinstance(node, ast.Attribute | ast.Name) and dotted(node, names) in OPENERS:
+            found.append((where, dotted(node, names)))
+        elif isinstance(node, ast.Call) and _gzip_by_suffix(node):
+            found.append((where, GZIP_RULE))
+    return found
+
+
+def test_only_the_one_reader_opens_csv_data_in_the_pipeline_layer():
+    found = {f"{path.relative_to(ROOT)}:{function}: {what}"
+             for path in sorted((ROOT / "pipeline").rglob("*.py"))
+             for function, what in csv_openers(path.read_text())}
+    assert found == {f"{READER_MODULE}:{function}: {what}" for what, function in READERS.items()}
+
+
+def test_the_scan_finds_each_kind_of_opener_however_imported():
+    snippet = """
+import csv, gzip as packed
+import pyarrow.csv as pa_csv
+from csv import DictReader as rows
+
+def sample(path):
+    with packed.open(path, "rt") as handle:
+        return list(csv.reader(handle)), rows(handle)
+
+def chosen(path, gzipped):
+    return (packed.open if gzipped else open)(path)
+
+def table(path):
+    return pa_csv.read_csv(path)
+
+def by_name(path):
+    return path.lower().endswith(".gz"), path.endswith((".csv", ".CSV.GZ"))
+
+packed.GzipFile("x")
+"""
+    assert sorted(csv_openers(snippet)) == sorted([
+        ("sample", "gzip.open"), ("sample", "csv.reader"), ("sample", "csv.DictReader"), ("chosen", "gzip.open"),
+        ("table", "pyarrow.csv.read_csv"), ("by_name", GZIP_RULE), ("by_name", GZIP_RULE), ("<module>", "gzip.GzipFile"),
+    ])
+
+
+def test_the_scan_names_the_innermost_function_and_leaves_other_calls_alone():
+    snippet = """
+import csv
+
+def outer(path):
+    def inner(handle):
+        return csv.reader(handle)
+    return open(path), path.endswith(".csv"), csv.writer(path), inner
+"""
+    assert csv_openers(snippet) == [("inner", "csv.reader")]
