@@ -6,14 +6,26 @@ summary and the report read (the CLI's `--until` takes the stage names too).
 
 from __future__ import annotations
 
-# The stages of a pipeline, in order; `dtfx run --until STAGE` stops after one.
-STAGES = ("ingest", "statistics", "schema", "validation", "transform", "train", "evaluate", "push", "predict")
+# The stages of a pipeline; `dtfx run --until STAGE` stops after one. Each stage's pipeline node has the stage's name
+# as its id (pipeline/builder.py), so that ML Metadata, the Kubeflow UI and the run summary speak the words of `--until`.
+INGEST_STAGE = "ingest"
+STATISTICS_STAGE = "statistics"
+SCHEMA_STAGE = "schema"
+VALIDATION_STAGE = "validation"
+TRANSFORM_STAGE = "transform"
+TRAIN_STAGE = "train"
+EVALUATE_STAGE = "evaluate"
+PUSH_STAGE = "push"
+PREDICT_STAGE = "predict"
+# ... in the order they run.
+STAGES = (INGEST_STAGE, STATISTICS_STAGE, SCHEMA_STAGE, VALIDATION_STAGE, TRANSFORM_STAGE, TRAIN_STAGE, EVALUATE_STAGE,
+          PUSH_STAGE, PREDICT_STAGE)
 
 # Pipeline nodes that belong to a stage without being named after it.
 GATE_ID = "anomaly_gate"
 BASELINE_ID = "baseline"
 REFERENCE_ID = "reference_schema"
-STAGE_OF_NODE = {GATE_ID: "validation", BASELINE_ID: "evaluate", REFERENCE_ID: "schema"}
+STAGE_OF_NODE = {GATE_ID: VALIDATION_STAGE, BASELINE_ID: EVALUATE_STAGE, REFERENCE_ID: SCHEMA_STAGE}
 
 # On Kubeflow only: the step before ingest that fingerprints the data files (dtfx.components.data_fingerprint), and
 # the parameter that carries the fingerprint from it to ingest, so that ingest's cache key follows the data.

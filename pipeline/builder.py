@@ -5,7 +5,7 @@ Node ids are the stage names, so the Kubeflow UI, ML Metadata and the run summar
 the same words as `--until`.
 
 TFX's classes come from their own modules, not through `tfx.v1`: importing tfx.v1 imports its Google Cloud
-extensions (Vertex AI and BigQuery clients), seconds of every run's start-up for nothing dtfx uses.
+extensions (Vertex AI and BigQuery clients), which every run would wait for at start-up and dtfx never uses.
 """
 
 from __future__ import annotations
@@ -28,10 +28,20 @@ from dtfx.components.example_gen.options import IngestOptions
 from dtfx.components.names import (
     BASELINE_ID,
     BLESSING_OUTPUT,
+    EVALUATE_STAGE,
     GATE_ID,
+    INGEST_STAGE,
+    PREDICT_STAGE,
+    PUSH_STAGE,
     PUSHED_MODEL_OUTPUT,
     REFERENCE_ID,
+    SCHEMA_STAGE,
     STAGES,
+    STATISTICS_OUTPUT,
+    STATISTICS_STAGE,
+    TRAIN_STAGE,
+    TRANSFORM_STAGE,
+    VALIDATION_STAGE,
     stage_of,
     transformed_name,
 )
@@ -76,10 +86,10 @@ def build_pipeline(
         return node
 
     example_gen = add(
-        "ingest",
+        INGEST_STAGE,
         ShardedExampleGen(data_path=config.data.path, splits=dict(config.data.splits), options=ingest_options(config)),
     )
-    statistics = add("statistics", InProcessStatisticsGen(
+    statistics = add(STATISTICS_STAGE, InProcessStatisticsGen(
         examples=example_gen.outputs["examples"], stats_options=statistics_options(config)))
     if config.schema_.path:
         schema_gen = ImportSchemaGen(schema_file=config.schema_.path)
@@ -87,36 +97,36 @@ def build_pipeline(
         # No fixed shapes: a feature that happened never to be missing in training would be a
         # required input of the serving signature, refusing a request that omits it. Unshaped, it
         # is filled at serving as in training (the mean, the missing category).
-        schema_gen = SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=False)
-    schema = add("schema", schema_gen).outputs["schema"]
+        schema_gen = SchemaGen(statistics=statistics.outputs[STATISTICS_OUTPUT], infer_feature_shape=False)
+    schema = add(SCHEMA_STAGE, schema_gen).outputs["schema"]
     reference_path = ""
     if not config.schema_.path:
         reference_path = layout.reference_schema_path(config)
         schema = add(REFERENCE_ID, ReferenceSchema(schema=schema, reference_path=reference_path)).outputs["reference_schema"]
-    validator = add("validation", ExampleValidator(statistics=statistics.outputs["statistics"], schema=schema))
+    validator = add(VALIDATION_STAGE, ExampleValidator(statistics=statistics.outputs[STATISTICS_OUTPUT], schema=schema))
     if config.validation.fail_on_anomalies:
         schema = add(
             GATE_ID, AnomalyGate(anomalies=validator.outputs["anomalies"], schema=schema, reference_path=reference_path)
         ).outputs["validated_schema"]
 
     transform = add(
-        "transform",
+        TRANSFORM_STAGE,
         ShardedTransform(
             examples=example_gen.outputs["examples"],
             schema=schema,
             preprocessing_fn=PREPROCESSING_FN,
             custom_config=transform_options(config).to_dict(),
             disable_statistics=True,
-            # TF Transform's TF1 graph mode traces the preprocessing function once instead of several times: the
-            # stage takes about a third less on small data, and the transform graph serves the same in TF2.
+            # TF Transform's TF1 graph mode traces the preprocessing function once instead of several times, which
+            # shortens the stage noticeably on small data; the transform graph serves the same in TF2.
             force_tf_compat_v1=True,
-            # Nothing reads TF Transform's analyzer cache (it serves incremental analysis over spans): writing it
-            # took about a third of the stage on small data (penguins: 4.0-4.7 s without, 5.9-6.3 s with).
+            # Nothing reads TF Transform's analyzer cache (it serves incremental analysis over spans), and writing it
+            # lengthens the stage noticeably on small data.
             disable_analyzer_cache=True,
         ),
     )
     trainer = add(
-        "train",
+        TRAIN_STAGE,
         Trainer(
             run_fn=RUN_FN,
             examples=transform.outputs["transformed_examples"],
@@ -130,7 +140,7 @@ def build_pipeline(
     # The last pushed model, for change thresholds: a container step, not a Resolver (see BaselineModel).
     baseline = add(BASELINE_ID, BaselineModel(serving_dir=layout.serving_dir(config), candidate_model=trainer.outputs["model"]))
     evaluator = add(
-        "evaluate",
+        EVALUATE_STAGE,
         BaselineAwareEvaluator(
             examples=example_gen.outputs["examples"],
             model=trainer.outputs["model"],
@@ -141,7 +151,7 @@ def build_pipeline(
     pusher = None
     if config.pusher.enabled:
         pusher = add(
-            "push",
+            PUSH_STAGE,
             AtomicPusher(
                 model=trainer.outputs["model"],
                 model_blessing=evaluator.outputs[BLESSING_OUTPUT],
@@ -150,7 +160,7 @@ def build_pipeline(
         )
     if config.predict:
         add(
-            "predict",
+            PREDICT_STAGE,
             BatchPredict(
                 model=trainer.outputs["model"],
                 model_blessing=evaluator.outputs[BLESSING_OUTPUT],

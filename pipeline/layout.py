@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from dtfx.components.names import REFERENCE_ID
 from dtfx.pipeline.config import Config
 
 # The files of a run directory (`<output_root>/<name>/runs/<time>/`).
@@ -28,8 +29,11 @@ def metadata_path(config: Config) -> str:
 
 
 def reference_schema_path(config: Config) -> str:
-    """The schema of the first data that passed validation; later data is checked against it."""
-    return os.path.join(pipeline_root(config), "reference_schema", "schema.pbtxt")
+    """The schema of the first data that passed validation; later data is checked against it.
+
+    It is kept in the artifact directory of the node that reads it, beside that node's outputs.
+    """
+    return os.path.join(pipeline_root(config), REFERENCE_ID, "schema.pbtxt")
 
 
 def serving_dir(config: Config) -> str:

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from dtfx.components import garbage_collection
 from dtfx.components.compat import bind_grpc_servers_to_loopback, skip_tfx_sdist, watch_launches
+from dtfx.components.names import PUSH_STAGE
 from dtfx.pipeline import artifact_check, data_source, layout, run_lock
 from dtfx.pipeline.beam_args import masked, runner_name
 from dtfx.pipeline.config import Config
@@ -142,7 +143,7 @@ def _runs_beam(node, beam_args: list[str]) -> bool:
 def _why_not_pushed(config: Config, until: str | None, error: RunError | None, evaluator: Evaluation | None) -> str:
     if not config.pusher.enabled:
         return "pusher.enabled is false"
-    if until and until != "push":
+    if until and until != PUSH_STAGE:
         return f"--until {until} stopped the run before the push stage"
     if error:
         return "a stage failed before the push"

@@ -11,12 +11,17 @@ from ml_metadata.proto import metadata_store_pb2
 from dtfx.components.names import (
     BLESSING_OUTPUT,
     DATA_PROFILE_PROPERTY,
+    EVALUATE_STAGE,
     EVALUATION_OUTPUT,
     EXAMPLES_OUTPUT,
+    INGEST_STAGE,
     MODEL_RUN_OUTPUT,
+    PREDICT_STAGE,
     PREDICTIONS_OUTPUT,
+    PUSH_STAGE,
     PUSHED_MODEL_OUTPUT,
     SKIPPED_IMAGES_PROPERTY,
+    TRAIN_STAGE,
     stage_of,
 )
 from dtfx.components.trainer.stats import TrainStats
@@ -62,18 +67,18 @@ def read_run(connection_config, pipeline_name: str, node_ids: list[str]) -> RunR
         outputs = _outputs(store, execution.id) if status in ("ran", "cached") else {}
         uris = {key: artifact.uri for key, artifact in sorted(outputs.items())}
         stages.append(StageResult(stage_of(node), node, status, status == "cached", seconds, uris))
-        if outputs and node == "ingest":
+        if outputs and node == INGEST_STAGE:
             properties = outputs[EXAMPLES_OUTPUT].custom_properties
             found["skipped_bad_images"] = properties[SKIPPED_IMAGES_PROPERTY].int_value
             profile = properties[DATA_PROFILE_PROPERTY].string_value
             found["data_profile"] = json.loads(profile) if profile else None
-        elif outputs and node == "train":
+        elif outputs and node == TRAIN_STAGE:
             found["trainer"] = _trainer(outputs)
-        elif outputs and node == "evaluate":
+        elif outputs and node == EVALUATE_STAGE:
             found["evaluator"] = _evaluator(outputs)
-        elif outputs and node == "push":
+        elif outputs and node == PUSH_STAGE:
             found["push"] = _push(outputs)
-        elif outputs and node == "predict":
+        elif outputs and node == PREDICT_STAGE:
             found["predict"] = _predict(outputs)
     return RunRecord(run_id=run.name, stages=stages, **found)
 

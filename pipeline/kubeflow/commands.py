@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from dtfx.components.names import PUSHED_MODEL_OUTPUT
+from dtfx.components.names import PUSH_STAGE, PUSHED_MODEL_OUTPUT
 from dtfx.pipeline.cli_args import OutputKind, add_config_verb, check_output
 from dtfx.pipeline.errors import ConfigError, UserError
 
@@ -323,7 +323,7 @@ def _cache_line(result, metadata) -> str:
 
 def _pushed_line(result) -> str:
     """Where the push step put the model, from the metadata it reported, or why it pushed nothing."""
-    push = next((task for task in result.tasks if task.name == "push"), None)
+    push = next((task for task in result.tasks if task.name == PUSH_STAGE), None)
     if push is None:
         return "pushed: nothing (the pipeline has no push step)"
     artifact = push.outputs.get(PUSHED_MODEL_OUTPUT)

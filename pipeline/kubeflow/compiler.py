@@ -26,7 +26,7 @@ import yaml
 
 from dtfx.components import data_fingerprint
 from dtfx.components.kfp_executor_input import OUTPUT_TYPES_FLAG, type_title
-from dtfx.components.names import DATA_FINGERPRINT_ID, DATA_FINGERPRINT_PARAMETER
+from dtfx.components.names import DATA_FINGERPRINT_ID, DATA_FINGERPRINT_PARAMETER, INGEST_STAGE, PREDICT_STAGE, TRAIN_STAGE
 from dtfx.components.trainer.distributed.cluster import Task, tasks
 from dtfx.components.trainer.kubernetes.manifest import OPERATORS, JobSettings, manifest
 from dtfx.pipeline.config import Config
@@ -36,10 +36,7 @@ from dtfx.pipeline.kubeflow import parameters, platform
 ENTRYPOINT = ["python", "-m", "dtfx.components.kfp_entrypoint"]
 # The executor kinds open-source Kubeflow Pipelines runs; `resolver` and `customJob` are Vertex AI only.
 OPEN_SOURCE_EXECUTORS = ("container", "importer")
-# The step that reads data.path; `_add_data_fingerprint` says how it is cached.
-INGEST_STEP = "ingest"
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"  # TFX's entrypoint: the step's input definitions, as JSON
-PREDICT_STEP = "predict"
 # The first lines of what compiling writes, by which `dtfx compile` knows an earlier output of its own (kubeflow/commands.py).
 SPEC_HEADER = ("# PIPELINE DEFINITION", "# Description: compiled by dtfx (TFX KubeflowV2DagRunner) for Kubeflow Pipelines v2")
 TRAINING_JOB_HEADER = "# The training job that the train step of the compiled pipeline creates in each run (dtfx compile)."
@@ -85,7 +82,7 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
         raise RuntimeError("The compiled pipeline has steps open-source Kubeflow cannot run:\n- " + "\n- ".join(unsupported))
     steps = [node.id for node in pipeline.components]
     labels = {step: spec["components"][step]["executorLabel"] for step in steps if step in spec["components"]}
-    in_job_pods = {platform.TRAIN_STEP} if training_job else set()
+    in_job_pods = {TRAIN_STAGE} if training_job else set()
     platform_spec = platform.platform_spec(config.kubeflow, labels, placed_elsewhere=in_job_pods)
     if DATA_FINGERPRINT_ID in spec["root"]["dag"]["tasks"]:
         _share_ingest_platform(spec, platform_spec)
@@ -162,7 +159,7 @@ def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root:
     executors = spec["deploymentSpec"]["executors"]
     tasks = spec["root"]["dag"]["tasks"]
     for step, wanted in config.kubeflow.resources.items():
-        if training_job and step == platform.TRAIN_STEP:
+        if training_job and step == TRAIN_STAGE:
             continue  # they size the training job's pods; the step's own pod copies files and waits
         resources = platform.resource_spec(wanted)
         if resources:
@@ -174,11 +171,11 @@ def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root:
     for executor in executors.values():
         executor.get("container", {}).pop("lifecycle", None)
     _add_output_types(spec)
-    if tasks.get(INGEST_STEP) is not None:
+    if tasks.get(INGEST_STAGE) is not None:
         _add_data_fingerprint(spec)
         notes.append(f"{DATA_FINGERPRINT_ID} lists the data files in every run; ingest and the steps after it are "
                      "taken from Kubeflow's cache while the files and their settings stay the same")
-    predict = tasks.get(PREDICT_STEP)
+    predict = tasks.get(PREDICT_STAGE)
     if predict is not None:
         predict.pop("cachingOptions", None)  # as ingest: it reads predict.data, whose changes a cache would not see
     return notes
@@ -200,7 +197,7 @@ def _add_data_fingerprint(spec: dict) -> None:
     and their cache are untouched.
     """
     tasks = spec["root"]["dag"]["tasks"]
-    ingest = tasks[INGEST_STEP]
+    ingest = tasks[INGEST_STAGE]
     component = spec["components"][ingest["componentRef"]["name"]]
     container = spec["deploymentSpec"]["executors"][component["executorLabel"]]["container"]
     data_inputs = {name: ingest["inputs"]["parameters"][name]
@@ -238,7 +235,7 @@ def _add_data_fingerprint(spec: dict) -> None:
 def _share_ingest_platform(spec: dict, platform_spec: dict | None) -> None:
     """Gives the data_fingerprint step ingest's volumes, secrets and placement: it reads the same files."""
     executors = (platform_spec or {}).get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
-    ingest_label = spec["components"][spec["root"]["dag"]["tasks"][INGEST_STEP]["componentRef"]["name"]]["executorLabel"]
+    ingest_label = spec["components"][spec["root"]["dag"]["tasks"][INGEST_STAGE]["componentRef"]["name"]]["executorLabel"]
     if ingest_label in executors:
         executors[spec["components"][DATA_FINGERPRINT_ID]["executorLabel"]] = copy.deepcopy(executors[ingest_label])
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from dtfx.components.names import EVALUATE_STAGE, TRAIN_STAGE
+
 
 @dataclasses.dataclass(frozen=True)
 class RunParameter:
@@ -31,9 +33,9 @@ class RunParameter:
 
 RUN_PARAMETERS = (
     # {"num_steps": N}: optimizer steps of the Trainer.
-    RunParameter(name="train_args", step="train", exec_property="train_args"),
+    RunParameter(name="train_args", step=TRAIN_STAGE, exec_property="train_args"),
     # The whole TFMA EvalConfig; thresholds are metrics_specs[0].metrics[i].threshold.
-    RunParameter(name="eval_config", step="evaluate", exec_property="eval_config"),
+    RunParameter(name="eval_config", step=EVALUATE_STAGE, exec_property="eval_config"),
 )
 
 

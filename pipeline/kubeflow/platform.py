@@ -12,12 +12,11 @@ import copy
 import dataclasses
 from typing import Any, NamedTuple
 
+from dtfx.components.names import TRAIN_STAGE
 from dtfx.components.trainer.distributed import cluster
 from dtfx.components.trainer.kubernetes.manifest import JobSettings
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.kubeflow_config import KFP_BACKENDS, MEMORY_QUANTITY, KubeflowSection, StepResources
-
-TRAIN_STEP = "train"
 
 # Bytes per unit of a Kubernetes quantity; ResourceSpec memory is in GB (10^9 bytes).
 _UNIT_BYTES = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -224,7 +223,7 @@ def mount_of(path: str, kubeflow: KubeflowSection) -> str | None:
 
 def steps_in_job_pods(config: Config) -> frozenset[str]:
     """The steps whose work runs in the pods of a training job (which get the steps' node selector and tolerations)."""
-    return frozenset([TRAIN_STEP]) if cluster.multi_process(config.trainer.distribution.settings()) else frozenset()
+    return frozenset([TRAIN_STAGE]) if cluster.multi_process(config.trainer.distribution.settings()) else frozenset()
 
 
 def training_job_settings(config: Config) -> JobSettings | None:
@@ -234,7 +233,7 @@ def training_job_settings(config: Config) -> JobSettings | None:
     mount = kubeflow.training_mount()
     if not cluster.multi_process(config.trainer.distribution.settings()) or mount is None:
         return None
-    wanted = kubeflow.resources.get(TRAIN_STEP)
+    wanted = kubeflow.resources.get(TRAIN_STAGE)
     resources: dict = {}
     if wanted is not None:
         if wanted.cpu is not None:
@@ -243,7 +242,7 @@ def training_job_settings(config: Config) -> JobSettings | None:
             resources["memory"] = wanted.memory
         if wanted.gpu:
             resources[wanted.gpu_type] = str(wanted.gpu)
-    secrets = [secret for secret in kubeflow.secrets if secret.steps is None or TRAIN_STEP in secret.steps]
+    secrets = [secret for secret in kubeflow.secrets if secret.steps is None or TRAIN_STAGE in secret.steps]
     return JobSettings(
         operator=kubeflow.training_operator,
         image=kubeflow.image or "",
@@ -254,7 +253,7 @@ def training_job_settings(config: Config) -> JobSettings | None:
                         for secret in secrets for variable, key in (secret.env or {}).items()],
         secrets_as_files=[{"secret": secret.name, "mount_path": secret.mount_path}
                           for secret in secrets if secret.mount_path is not None],
-        node_selector=dict(kubeflow.node_selector.get(TRAIN_STEP, {})),
-        tolerations=[_toleration(toleration) for toleration in kubeflow.tolerations.get(TRAIN_STEP, [])],
+        node_selector=dict(kubeflow.node_selector.get(TRAIN_STAGE, {})),
+        tolerations=[_toleration(toleration) for toleration in kubeflow.tolerations.get(TRAIN_STAGE, [])],
         service_account=kubeflow.service_account,
     )

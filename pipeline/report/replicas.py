@@ -3,7 +3,7 @@ the agreement check's outcome, each worker's wait in the all-reduce, and where n
 
 from __future__ import annotations
 
-from dtfx.components.names import MODEL_RUN_OUTPUT
+from dtfx.components.names import MODEL_RUN_OUTPUT, TRAIN_STAGE
 from dtfx.pipeline.report import artifacts, svg
 from dtfx.pipeline.report.markup import badge, esc, facts, not_run, section
 from dtfx.pipeline.report.sections import why_missing
@@ -21,10 +21,10 @@ def replicas_section(summary: RunSummary) -> str:
         check, message = stopped
         body = facts([(check.replace("_", " "), badge("stopped the training", "bad"))])
         return section("replicas", TITLE, body + f'<p class="warning">{esc(message)}</p>')
-    reason = why_missing(summary, "train", MODEL_RUN_OUTPUT)
+    reason = why_missing(summary, TRAIN_STAGE, MODEL_RUN_OUTPUT)
     if reason:
         return not_run("replicas", TITLE, reason)
-    stats = artifacts.read_train_stats(artifacts.output_uri(summary, "train", MODEL_RUN_OUTPUT))
+    stats = artifacts.read_train_stats(artifacts.output_uri(summary, TRAIN_STAGE, MODEL_RUN_OUTPUT))
     if stats is None or not (stats.replica_stats or stats.agreement):
         return not_run("replicas", TITLE, "trainer.debug.replica_stats and check_agreement are off")
     items = [("replicas", esc(stats.replicas)), ("processes", esc(stats.processes))]
@@ -42,7 +42,7 @@ def replicas_section(summary: RunSummary) -> str:
 def _stopped_by_a_check(summary: RunSummary) -> tuple[str, str] | None:
     """(the check, its message) when trainer.debug's numerics or agreement check failed the training."""
     message = summary.error.message if summary.error else ""
-    entry = summary.stage("train")
+    entry = summary.stage(TRAIN_STAGE)
     if not message or entry is None or entry.status != "failed":
         return None
     found = [(message.find(f"{check}: "), check) for check in CHECKS if f"{check}: " in message]

@@ -7,7 +7,15 @@ from __future__ import annotations
 
 import os
 
-from dtfx.components.names import EVALUATION_OUTPUT, MODEL_RUN_OUTPUT, REPLICA_STATS_RUN, TRAIN_STATS_FILE
+from dtfx.components.names import (
+    EVALUATE_STAGE,
+    EVALUATION_OUTPUT,
+    MODEL_RUN_OUTPUT,
+    PUSH_STAGE,
+    REPLICA_STATS_RUN,
+    TRAIN_STAGE,
+    TRAIN_STATS_FILE,
+)
 from dtfx.components.registry.metrics import METRICS
 from dtfx.pipeline.report import artifacts, evaluation, svg
 from dtfx.pipeline.report.markup import badge, esc, facts, not_run, section, table
@@ -59,10 +67,10 @@ def _tensorboard(log_dir: str, skip_epoch_tags: bool) -> str:
 def training_section(summary: RunSummary) -> str:
     """Trainer figures, loss and metric curves per epoch, and the TensorBoard scalars."""
     title = "Training"
-    reason = why_missing(summary, "train", MODEL_RUN_OUTPUT)
+    reason = why_missing(summary, TRAIN_STAGE, MODEL_RUN_OUTPUT)
     if reason:
         return not_run("training", title, reason)
-    model_run = artifacts.output_uri(summary, "train", MODEL_RUN_OUTPUT)
+    model_run = artifacts.output_uri(summary, TRAIN_STAGE, MODEL_RUN_OUTPUT)
     train_stats = artifacts.read_train_stats(model_run)
     stats = train_stats.figures() if train_stats else {}
     history = train_stats.history if train_stats else {}
@@ -123,10 +131,10 @@ def _slices_from_summary(summary: RunSummary) -> list[evaluation.SliceMetrics]:
 def evaluation_section(summary: RunSummary) -> str:
     """Blessing, then per slice every metric with its threshold and whether it passed."""
     title = "Evaluation"
-    reason = why_missing(summary, "evaluate", EVALUATION_OUTPUT)
+    reason = why_missing(summary, EVALUATE_STAGE, EVALUATION_OUTPUT)
     if reason:
         return not_run("evaluation", title, reason)
-    uri = artifacts.output_uri(summary, "evaluate", EVALUATION_OUTPUT)
+    uri = artifacts.output_uri(summary, EVALUATE_STAGE, EVALUATION_OUTPUT)
     evaluator = summary.evaluator
     note = ""
     try:
@@ -190,9 +198,9 @@ def model_section(summary: RunSummary) -> str:
             return section("model", title, body + '<p class="warning">That directory no longer exists.</p>')
         model_dir = directory
     else:
-        reason = push.reason or why_missing(summary, "push") or "nothing was pushed"
+        reason = push.reason or why_missing(summary, PUSH_STAGE) or "nothing was pushed"
         body = f"<p>{badge('not pushed', 'neutral')} {esc(reason)}</p>"
-        model_uri = artifacts.output_uri(summary, "train", "model")
+        model_uri = artifacts.output_uri(summary, TRAIN_STAGE, "model")
         model_dir = artifacts.saved_model_dir(model_uri) if model_uri else None
         if model_dir is None:
             return section("model", title, body + '<p class="muted">No trained model in this run.</p>', "not-run")

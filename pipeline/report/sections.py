@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import yaml
 
-from dtfx.components.names import STAGES, STATISTICS_OUTPUT
+from dtfx.components.names import PREDICT_STAGE, PUSH_STAGE, STAGES, STATISTICS_OUTPUT, STATISTICS_STAGE
 from dtfx.pipeline.report import artifacts, svg
 from dtfx.pipeline.report.markup import badge, esc, not_run, section, table, unavailable
 from dtfx.pipeline.report.svg import fmt
@@ -28,7 +28,7 @@ def why_missing(summary: RunSummary, node: str, output: str | None = None) -> st
         if until in STAGES and stage and STAGES.index(stage) > STAGES.index(until):
             return f"--until {until} stopped the run before the {stage} stage"
         pusher = (summary.config.get("pusher") or {}).get("enabled")
-        if node == "push" and pusher is False:
+        if node == PUSH_STAGE and pusher is False:
             return "pusher.enabled is false"
         return f"the {node} stage is not part of this run"
     if entry.status == "failed":
@@ -53,7 +53,7 @@ def graph_section(summary: RunSummary) -> str:
         note = why_missing(summary, entry.node) if entry.status in ("failed", "not_run") else ""
         nodes.append(svg.GraphNode(entry.node, entry.status, entry.seconds, note or ""))
     for stage in STAGES:
-        optional_and_off = stage == "predict" and not summary.config.get("predict")
+        optional_and_off = stage == PREDICT_STAGE and not summary.config.get("predict")
         if stage not in present and not optional_and_off:
             nodes.append(svg.GraphNode(stage, "not_run", None, why_missing(summary, stage) or ""))
     rows = [
@@ -112,10 +112,10 @@ def _feature_row(feature, num_examples: int) -> list[str]:
 def statistics_section(summary: RunSummary) -> str:
     """Per split and feature: counts, missing values, a numeric summary or top values, and a distribution."""
     title = "Data statistics"
-    reason = why_missing(summary, "statistics", STATISTICS_OUTPUT)
+    reason = why_missing(summary, STATISTICS_STAGE, STATISTICS_OUTPUT)
     if reason:
         return not_run("statistics", title, reason)
-    uri = artifacts.output_uri(summary, "statistics", STATISTICS_OUTPUT)
+    uri = artifacts.output_uri(summary, STATISTICS_STAGE, STATISTICS_OUTPUT)
     splits = artifacts.read_statistics(uri)
     if not splits:
         return unavailable("statistics", title, f"no Split-*/FeatureStats.pb in {uri}")
