@@ -46,7 +46,7 @@ def run_prediction(config, config_path: str, data: str, output: str, model: str 
     from dtfx.components.batch_predict.predict import predict
     from dtfx.components.errors import StepError
     from dtfx.pipeline import layout
-    from dtfx.pipeline.beam_args import pipeline_args
+    from dtfx.pipeline.beam_pipeline_args import pipeline_args
 
     try:
         check_predictions_output(output, config_path, data)
@@ -85,10 +85,10 @@ def check_predictions_output(output: str, config_path: str, data: str) -> None:
 
 
 def _resolved(option: str, path: str) -> str:
-    from dtfx.pipeline import data_source
+    from dtfx.pipeline import file_checks
 
     try:
-        return data_source.resolve_path(path)
+        return file_checks.resolve_path(path)
     except FileNotFoundError as error:  # package://PKG/... of a package that is not installed
         raise UserError(f"{option} {path}: {error}") from None
 

@@ -3,7 +3,7 @@ Transform, evaluation) use, and its settings.
 
 Only the chosen runner's subsection is read; the others may stay in the file, as profiles to
 switch to by changing `runner`, and each is checked all the same. The pipeline options
-themselves are built from this in one place, `dtfx.pipeline.beam_args`.
+themselves are built from this in one place, `dtfx.pipeline.beam_pipeline_args`.
 """
 
 from __future__ import annotations

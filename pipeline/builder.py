@@ -55,7 +55,7 @@ from dtfx.components.trainer.options import DebugOptions, InputOptions, TrainerO
 from dtfx.components.transform.component import ShardedTransform
 from dtfx.components.transform.options import TransformOptions
 from dtfx.pipeline import batch_prediction, layout, model_module
-from dtfx.pipeline.beam_args import pipeline_args
+from dtfx.pipeline.beam_pipeline_args import pipeline_args
 from dtfx.pipeline.config import Config, DebugSection, EveryN
 
 PREPROCESSING_FN = "dtfx.components.transform.preprocessing.preprocessing_fn"

@@ -53,7 +53,7 @@ def check_output(label: str, path: str, inputs: Iterable[tuple[str, str]], kind:
         raise UserError(f"{label} exists and is not {kind.written_by}; dtfx replaces only its own earlier output: "
                         "remove the file or name another")
     if "://" not in path:
-        from dtfx.pipeline.data_source import unwritable_dir
+        from dtfx.pipeline.file_checks import unwritable_dir
 
         reason = unwritable_dir(os.path.dirname(os.path.abspath(path)))
         if reason:

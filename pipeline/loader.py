@@ -20,7 +20,7 @@ from dtfx.components.example_gen.labels import too_few_classes
 from dtfx.components.example_gen.sources import describe_paths, image_kind_problem, nothing_to_learn
 from dtfx.components.registry.formats import format_of
 from dtfx.components.registry.metrics import TASKS, metrics_for, unreachable_bounds
-from dtfx.pipeline import data_source, model_module
+from dtfx.pipeline import file_checks, model_module
 from dtfx.pipeline.config import EVERY_N_WORD, Config, DataSection, PipelineSection, PusherSection
 from dtfx.pipeline.config_base import PATTERN_WORDS, UNKNOWN_TYPE, WORD_OR_NUMBER, Section
 from dtfx.pipeline.errors import ConfigError, Problem
@@ -287,11 +287,11 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
         return []
     where_path = line_of("data.path", lines)
     try:
-        data_path = data_source.resolve_path(data["path"])
+        data_path = file_checks.resolve_path(data["path"])
     except FileNotFoundError as error:
         return [Problem("data.path", str(error), where_path)]
     try:
-        files = data_source.list_files(data_path)
+        files = file_checks.list_files(data_path)
     except ValueError as error:  # a file of a directory or glob that is not data
         return [Problem("data.path", str(error), where_path)]
     if not files:
@@ -346,13 +346,13 @@ def _columns_of(files: list[str]) -> tuple[list[str], list[str] | None]:
     compression as named, its columns those of the first; in the first SAMPLE_ROWS records of the data (file
     after file), every record as long as its header."""
     problems, columns = [], None
-    records = data_source.SAMPLE_ROWS
+    records = file_checks.SAMPLE_ROWS
     for file in files:
         try:
-            problem = data_source.content_problem(file)
-            file_columns = None if problem else data_source.read_columns(file)
+            problem = file_checks.content_problem(file)
+            file_columns = None if problem else file_checks.read_columns(file)
             if file_columns and records:
-                problem, read = data_source.ragged_record(file, len(file_columns), records)
+                problem, read = file_checks.ragged_record(file, len(file_columns), records)
                 records -= read
         except ValueError as error:
             problem = str(error)
@@ -371,7 +371,7 @@ def _label_problems(files: list[str], label: str, task: Any, lines: dict[str, in
     """The label must hold two values at least: a classification's classes (as ingest requires of the training
     split, which it draws from these files), a regression's numbers."""
     try:
-        counted = data_source.label_classes(files, label)
+        counted = file_checks.label_classes(files, label)
     except (ValueError, OSError):
         return []  # unreadable further down: ingest names the line
     if counted is None or task not in TASKS:
@@ -387,7 +387,7 @@ def _parquet_image_problems(path: str, named: list[tuple[str, Any]], missing: se
     if not images:
         return []
     try:
-        kinds = data_source.read_parquet_kinds(path)
+        kinds = file_checks.read_parquet_kinds(path)
     except ValueError:
         return []  # reported above, from its columns
     problems = []
@@ -403,16 +403,16 @@ def _local_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]
     problems = _module_problems(raw, lines) + _output_problems(raw, lines)
     predict_data = _section(raw, "predict").get("data")
     if isinstance(predict_data, str) and "://" not in predict_data:
-        path = data_source.resolve_path(predict_data)
+        path = file_checks.resolve_path(predict_data)
         try:
-            problem = None if data_source.list_files(path) else f"no data file at {path}"
+            problem = None if file_checks.list_files(path) else f"no data file at {path}"
         except ValueError as error:  # a file of a directory or glob that is not data
             problem = str(error)
         if problem:
             problems.append(Problem("predict.data", problem, line_of("predict.data", lines)))
     schema_path = _section(raw, "schema").get("path")
     if isinstance(schema_path, str):
-        problem = _schema_problem(data_source.resolve_path(schema_path))
+        problem = _schema_problem(file_checks.resolve_path(schema_path))
         if problem:
             problems.append(Problem("schema.path", problem, line_of("schema.path", lines)))
     return problems
@@ -429,7 +429,7 @@ def _value_problems(
         numeric.append(("data.label", named[0][1]))
     images = [(key, name) for key, name in named if key.startswith("features.image.")]
     wanted = [name for _, name in numeric + images]
-    samples = data_source.sample_columns(path, [n for n in wanted if isinstance(n, str) and n not in missing])
+    samples = file_checks.sample_columns(path, [n for n in wanted if isinstance(n, str) and n not in missing])
     problems = []
     for key, name in numeric:
         sample = samples.get(name)
@@ -477,7 +477,7 @@ def _output_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem
     for key, path in wanted:
         if not isinstance(path, str) or "://" in path:
             continue  # not set, or an object store (checked elsewhere)
-        reason = data_source.unwritable_dir(data_source.resolve_path(path))
+        reason = file_checks.unwritable_dir(file_checks.resolve_path(path))
         if reason:
             problems.append(Problem(key, reason, line_of(key, lines)))
     return problems
@@ -495,13 +495,13 @@ def _module_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem
 def _resolve_paths(config: Config) -> Config:
     """The config with its local paths made absolute, so that the pipeline does not depend on the current directory."""
     updates: dict[str, Any] = {
-        "data": config.data.model_copy(update={"path": data_source.resolve_path(config.data.path)}),
-        "pipeline": config.pipeline.model_copy(update={"output_root": data_source.resolve_path(config.pipeline.output_root)}),
+        "data": config.data.model_copy(update={"path": file_checks.resolve_path(config.data.path)}),
+        "pipeline": config.pipeline.model_copy(update={"output_root": file_checks.resolve_path(config.pipeline.output_root)}),
     }
     if config.schema_.path:
-        updates["schema_"] = config.schema_.model_copy(update={"path": data_source.resolve_path(config.schema_.path)})
+        updates["schema_"] = config.schema_.model_copy(update={"path": file_checks.resolve_path(config.schema_.path)})
     if config.pusher.serving_dir:
-        updates["pusher"] = config.pusher.model_copy(update={"serving_dir": data_source.resolve_path(config.pusher.serving_dir)})
+        updates["pusher"] = config.pusher.model_copy(update={"serving_dir": file_checks.resolve_path(config.pusher.serving_dir)})
     if config.predict:
-        updates["predict"] = config.predict.model_copy(update={"data": data_source.resolve_path(config.predict.data)})
+        updates["predict"] = config.predict.model_copy(update={"data": file_checks.resolve_path(config.predict.data)})
     return config.model_copy(update=updates)

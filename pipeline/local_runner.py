@@ -16,8 +16,8 @@ from typing import Any, TextIO
 from dtfx.components import garbage_collection
 from dtfx.components.compat import bind_grpc_servers_to_loopback, skip_tfx_sdist, watch_launches
 from dtfx.components.names import PUSH_STAGE
-from dtfx.pipeline import artifact_check, data_source, layout, run_lock
-from dtfx.pipeline.beam_args import masked, runner_name
+from dtfx.pipeline import artifact_check, file_checks, layout, run_lock
+from dtfx.pipeline.beam_pipeline_args import masked, runner_name
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.run_summary import BeamRun, Evaluation, PushResult, RunError, RunSummary
@@ -68,7 +68,7 @@ def run_local(
         garbage_collection.freeze_imported_objects()
         connection = metadata.sqlite_metadata_connection_config(layout.metadata_path(config))
         pipeline = build_pipeline(config, until, metadata_connection_config=connection,
-                                  predict_data_version=data_source.files_version(config.predict.data) if config.predict else "")
+                                  predict_data_version=file_checks.files_version(config.predict.data) if config.predict else "")
         distribution = config.trainer.distribution
         for line in artifact_check.invalidate_changed(connection):
             logging.warning(line)
@@ -128,11 +128,11 @@ def _runs_beam(node, beam_args: list[str]) -> bool:
     """Whether a pipeline node's executor runs a Beam pipeline with these options.
 
     The statistics and evaluation steps compute in their own process on the in-memory DirectRunner
-    (dtfx.components.beam_mode).
+    (dtfx.components.without_beam).
     """
     from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
 
-    from dtfx.components.beam_mode import ComputesWithoutBeamInOneThread, runs_in_one_thread
+    from dtfx.components.without_beam import ComputesWithoutBeamInOneThread, runs_in_one_thread
 
     executor_class = getattr(getattr(node, "executor_spec", None), "executor_class", None)
     if not (isinstance(executor_class, type) and issubclass(executor_class, BaseBeamExecutor)):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dtfx.pipeline.beam_args import masked, pipeline_args, runner_name
 from dtfx.pipeline.beam_config import BeamSection
+from dtfx.pipeline.beam_pipeline_args import masked, pipeline_args, runner_name
 from dtfx.pipeline.builder import build_pipeline
 from dtfx.pipeline.errors import ConfigError
 from dtfx.pipeline.loader import load_config

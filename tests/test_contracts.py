@@ -21,7 +21,7 @@ from dtfx.components.registry.strategies import STRATEGIES
 from dtfx.components.step_options import StepOptions, StepOptionsError
 from dtfx.components.trainer.options import TrainerOptions
 from dtfx.components.transform.options import TransformOptions
-from dtfx.pipeline import builder, data_source
+from dtfx.pipeline import builder, file_checks
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.loader import load_config
 from tests.conftest import ROOT, default_config, set_key
@@ -155,7 +155,7 @@ def test_column_names_are_read_once_for_every_caller_without_a_byte_order_mark(t
 
     path = tmp_path / "bom.csv"
     path.write_bytes('\ufeff"size, cm",colour\n1,red\n'.encode())
-    assert data_source.read_columns(str(path)) == ["size, cm", "colour"]
+    assert file_checks.read_columns(str(path)) == ["size, cm", "colour"]
     assert [column.name for column in read_sample(str(path))[0]] == ["size, cm", "colour"]
     assert FORMATS.get("tfrecord").read_columns(str(path)) is None
 

@@ -6,7 +6,7 @@ Two differences from TFX's Evaluator executor:
   that is not there. Without the artifact it evaluates the candidate alone, and TFMA
   (`update_eval_config_with_defaults` with `rubber_stamp=True`) drops the change thresholds, so value thresholds
   alone decide the blessing: what TFX's Resolver gives on a first run;
-- on the DirectRunner's in-memory mode (see dtfx.components.beam_mode), when the EvalConfig asks only for what
+- on the DirectRunner's in-memory mode (see dtfx.components.without_beam), when the EvalConfig asks only for what
   `batched_metrics` computes (the whole eval split, dtfx's metrics), the metrics are computed in the step's process
   from whole batches and written as TFMA writes them (`tfma_files`). Every other runner, and any other EvalConfig,
   gets TFX's executor and TFMA's Beam pipeline unchanged.
@@ -27,8 +27,8 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
 from dtfx.components.baseline_model.executor import contains_model
-from dtfx.components.beam_mode import ComputesWithoutBeamInOneThread, runs_in_one_thread
 from dtfx.components.evaluator import batched_metrics, tfma_files
+from dtfx.components.without_beam import ComputesWithoutBeamInOneThread, runs_in_one_thread
 
 BASELINE_MODEL_KEY = standard_component_specs.BASELINE_MODEL_KEY
 # Evaluator settings that run user code: they need TFMA's pipeline (as do fairness indicators, below).

@@ -8,7 +8,7 @@ converts them with the planned types. CSV parsing is cheap next to encoding, so 
 pass costs little and no value can turn out to be of the wrong type half-way through.
 
 TensorFlow and TFX are imported inside the functions that need them: `dtfx validate` uses
-this module's format rules (pipeline/data_source.py) and must stay quick to start.
+this module's format rules (pipeline/file_checks.py) and must stay quick to start.
 """
 
 from __future__ import annotations

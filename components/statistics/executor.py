@@ -1,6 +1,6 @@
 """The statistics step's executor: TFDV's statistics, computed without Beam where Beam adds nothing.
 
-On the DirectRunner's in-memory mode (dtfx's default; see dtfx.components.beam_mode) this executor
+On the DirectRunner's in-memory mode (dtfx's default; see dtfx.components.without_beam) this executor
 feeds TFDV's own combiner generators (the ones TFDV's in-memory API uses) one Arrow record batch at a time and writes
 the result where TFX's StatisticsGen writes it (`Split-<name>/FeatureStats.pb`); memory holds one
 batch and the generators' sketches, whatever the size of the data.
@@ -28,7 +28,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils
 from tfx_bsl.tfxio import dataset_options
 
-from dtfx.components.beam_mode import ComputesWithoutBeamInOneThread, runs_in_one_thread
+from dtfx.components.without_beam import ComputesWithoutBeamInOneThread, runs_in_one_thread
 
 BATCH_SIZE = 1000  # rows per Arrow record batch; TFDV's Beam path batches by the same order of rows
 

@@ -15,8 +15,8 @@ import os
 from dtfx.components.trainer.distributed import cluster
 from dtfx.pipeline import layout, model_module
 from dtfx.pipeline.config import Config
-from dtfx.pipeline.data_source import DATA_SUFFIXES, PACKAGE_SCHEME
 from dtfx.pipeline.errors import Problem
+from dtfx.pipeline.file_checks import DATA_SUFFIXES, PACKAGE_SCHEME
 from dtfx.pipeline.kubeflow.platform import mount_of, steps_in_job_pods, unreadable_settings
 from dtfx.pipeline.yaml_source import key_lines, line_of
 

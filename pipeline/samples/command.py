@@ -25,7 +25,7 @@ def write_sample(name: str, directory: str) -> str:
     be (a file in the way, a kernel file system) and for a directory that holds something else.
     """
     from dtfx.components.registry import load_function
-    from dtfx.pipeline.data_source import unwritable_dir
+    from dtfx.pipeline.file_checks import unwritable_dir
 
     writer, data_file, _ = SAMPLES[name]
     target = os.path.join(directory, data_file)

@@ -42,9 +42,9 @@ def write_starter(name: str, data_path: str, out_path: str | None = None, label:
     out_path = out_path or os.path.join("pipeline_config", f"{name}.yaml")
     if os.path.exists(out_path):
         raise UserError(f"{out_path} exists already; remove it or choose another file with --output")
-    from dtfx.pipeline import data_source
+    from dtfx.pipeline import file_checks
 
-    resolved = data_source.resolve_path(data_path)
+    resolved = file_checks.resolve_path(data_path)
     columns, rows = read_sample(resolved)
     choice = guess(columns, label)
     _check_classes(data_path, resolved, choice.label, choice.task)
@@ -89,10 +89,10 @@ def _check_classes(data_path: str, resolved: str, label: str, task: str) -> None
     """Raises UserError when the label holds one value in the whole file (not only the sample), as validate would:
     the threshold guessed from it (an accuracy of 1.0, an error of 0) would bless a model that predicts that value."""
     from dtfx.components.example_gen.labels import too_few_classes
-    from dtfx.pipeline import data_source
+    from dtfx.pipeline import file_checks
 
     try:
-        classes, missing = data_source.label_classes([resolved], label)
+        classes, missing = file_checks.label_classes([resolved], label)
     except ValueError as error:  # a line further down that the sample did not reach
         raise UserError(str(error)) from None
     more = "rows of the other classes" if task == "classification" else "rows with other values"

@@ -13,8 +13,8 @@ from dtfx.components.errors import DataError
 # The header, the Parquet columns and the missing cells as ingest reads them.
 from dtfx.components.example_gen.sources import NULL_VALUES, iter_tables, read_csv_header, scan_file
 from dtfx.components.registry.formats import FORMATS, format_of
-from dtfx.pipeline.data_source import SAMPLE_ROWS, csv_sample, is_number
 from dtfx.pipeline.errors import UserError
+from dtfx.pipeline.file_checks import SAMPLE_ROWS, csv_sample, is_number
 
 _INT = re.compile(r"[+-]?\d+")
 # Separators of text tables other than ingest's comma (Arrow's ParseOptions default, as sources._csv_batches reads),

@@ -576,20 +576,20 @@ def test_an_image_feature_of_numbers_is_refused(tmp_path):
     (pa.array([[{"a": 1}]] * 40), "is a list of structs (list<item: struct<a: int64>>)"),
 ])
 def test_a_nested_parquet_column_is_refused_alike_by_ingest_and_validate(tmp_path, column, words):
-    from dtfx.pipeline import data_source
+    from dtfx.pipeline import file_checks
 
     path = tmp_path / "nested.parquet"
     pq.write_table(pa.table({"x": [float(i) for i in range(40)], "label": ["a", "b"] * 20, "deep": column}), path)
     expect_data_error(tmp_path, path, f"{path}: column 'deep' {words}", "tf.Example holds one list of numbers or of bytes")
     with pytest.raises(DataError) as raised:
-        data_source.read_columns(str(path))
+        file_checks.read_columns(str(path))
     with pytest.raises(DataError) as scanned:
         sources.scan_file((0, str(path)))
     assert str(raised.value) == str(scanned.value)
 
 
 def test_a_directory_reads_its_data_files_and_refuses_any_other_by_name(tmp_path):
-    from dtfx.pipeline import data_source
+    from dtfx.pipeline import file_checks
 
     data = tmp_path / "data"
     data.mkdir()
@@ -601,18 +601,18 @@ def test_a_directory_reads_its_data_files_and_refuses_any_other_by_name(tmp_path
     expected = [str(data / "a.csv"), str(data / "b.csv.gz")]
     # Ingest, `dtfx predict --data DIR` and the data fingerprint list a directory alike; so does validate.
     assert sources.list_data_files(str(data)) == sources.list_data_files(str(data / "*")) == expected
-    assert data_source.list_files(str(data)) == expected
+    assert file_checks.list_files(str(data)) == expected
 
     (data / "README.md").write_text("# the data\nTwo files of rows.\n")
     refusal = (f"{data / 'README.md'}: not a data file: in a directory or a glob, dtfx reads the files whose names end "
                f"in .csv, .csv.gz, .txt, .parquet, .pq, .tfrecord, .tfrecords, .gz; move it out of {data}, or name only "
                f"the data files (such as {data / '*.csv'})")
-    for lister in (sources.list_data_files, data_source.list_files):
+    for lister in (sources.list_data_files, file_checks.list_files):
         with pytest.raises(DataError) as raised:
             lister(str(data))
         assert str(raised.value) == refusal
     expect_data_error(tmp_path, data, f"{data / 'README.md'}: not a data file")
     # A file named by itself is read whatever its name.
     (data / "rows.dat").write_bytes((data / "a.csv").read_bytes())
-    assert sources.list_data_files(str(data / "rows.dat")) == data_source.list_files(str(data / "rows.dat")) == \
+    assert sources.list_data_files(str(data / "rows.dat")) == file_checks.list_files(str(data / "rows.dat")) == \
         [str(data / "rows.dat")]

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from dtfx.components.beam_mode import runs_in_one_thread
+from dtfx.components.without_beam import runs_in_one_thread
 
 
 @pytest.mark.parametrize("args, expected", [

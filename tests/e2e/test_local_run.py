@@ -219,7 +219,7 @@ def test_shipped_taxi_config_trains_on_real_messy_data_and_serves_it(write_confi
     """The Chicago taxi sample (18 columns, many missing, one column always empty) through the config `dtfx init` wrote."""
     import yaml
 
-    from dtfx.pipeline.data_source import resolve_path
+    from dtfx.pipeline.file_checks import resolve_path
     from tests.conftest import ROOT
 
     config = yaml.safe_load((ROOT / "pipeline_config" / "taxi.yaml").read_text())

@@ -12,7 +12,7 @@ import ast
 
 from tests.conftest import ROOT
 
-READER_MODULE = "pipeline/data_source.py"
+READER_MODULE = "pipeline/file_checks.py"
 # The calls that read CSV rows or open a data file by its compression, and the one function allowed each.
 READERS = {"csv.reader": "csv_sample", "gzip.open": "_open_csv"}
 OPENERS = (*READERS, "csv.DictReader", "gzip.GzipFile", "pyarrow.csv.read_csv", "pyarrow.csv.open_csv")
