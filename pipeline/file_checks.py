@@ -1,7 +1,8 @@
 """What `dtfx validate` knows about files before anything runs: where `data.path` points, the data files'
 columns and first rows, and whether an output directory can be created.
 
-Used by the loader; no TensorFlow here, so `dtfx validate` stays fast.
+Used by the loader, and by `dtfx init` for its sample of a CSV file (csv_sample, the one reader of CSV rows before
+a run); ingest's own reading is components/example_gen/sources.py. No TensorFlow here, so `dtfx validate` stays fast.
 """
 
 from __future__ import annotations
