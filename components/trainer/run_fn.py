@@ -1,4 +1,11 @@
-"""The Trainer's `run_fn`: synchronous data-parallel training under tf.distribute.
+"""The Trainer's `run_fn`: trains the configured model under a tf.distribute strategy and saves it for serving.
+
+The strategy (`trainer.distribution`) decides how: in this process alone (`default`, `one_device`, `mirrored`:
+every step all-reduces the gradients of one global batch split across the replicas), in worker processes that
+all-reduce the same way (`multi_worker_mirrored`), or asynchronously (`parameter_server`: a coordinator sends
+steps to workers, each applying its own batch's gradients to the variables the parameter servers hold). When the
+strategy needs processes of its own, `run_fn` starts them on this machine or as a Kubernetes training job, and
+each of them runs `train` (dtfx.components.trainer.worker).
 
 Everything it needs comes from `fn_args.custom_config`: TrainerOptions, which the builder makes
 from the `trainer` section of the config. Besides the SavedModel it writes `train_stats.json` into
@@ -26,7 +33,7 @@ from dtfx.components.errors import TrainingError
 from dtfx.components.registry.strategies import STRATEGIES
 from dtfx.components.trainer.debugging import numerics
 from dtfx.components.trainer.debugging.agreement import AgreementCallback, AgreementCheck
-from dtfx.components.trainer.debugging.replica_stats import ReplicaRecorder, ReplicaStatsCallback
+from dtfx.components.trainer.debugging.replica_stats import ReplicaRecorder, ReplicaSeries, ReplicaStatsCallback
 from dtfx.components.trainer.distributed import cluster, local_cluster, sidecar
 from dtfx.components.trainer.job import TrainingJob
 from dtfx.components.trainer.kubernetes import training as kubernetes_training
@@ -61,7 +68,6 @@ def train(fn_args: TrainingJob, options: TrainerOptions, strategy: tf.distribute
     In a cluster every worker trains and saves; only the chief's files are kept (the Keras
     multi-worker rule): the others write to temporary directories removed afterwards.
     """
-    label, task = options.label, options.task
     key = resident.network_key(options, fn_args.transform_output) if strategy is None else None
     kept = resident.take(key, options.learning_rate)
     strategy = strategy or (kept.strategy if kept else devices.make_strategy(options.distribution))
@@ -74,7 +80,7 @@ def train(fn_args: TrainingJob, options: TrainerOptions, strategy: tf.distribute
     backup = backup_dir(fn_args)  # one path for every worker: Keras keeps the non-chiefs' copies apart itself
     try:
         with local_cluster.outputs_of_this_worker(fn_args, strategy) as fn_args:
-            _train(fn_args, options, strategy, label, task, backup, kept, key)
+            _train(Training.of(fn_args, options, strategy, backup), kept, key)
     except TrainingError:
         raise
     except BaseException:
@@ -82,78 +88,124 @@ def train(fn_args: TrainingJob, options: TrainerOptions, strategy: tf.distribute
         raise
 
 
-def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, task: str, backup: str,
-           kept: resident.KeptNetwork | None, key: str | None) -> None:
+@dataclasses.dataclass(frozen=True)
+class Training:
+    """One training in this process: the job (with this worker's output paths), the options, the strategy, the
+    checkpoint directory that outlives the step (`backup_dir`), and how this process takes part in the cluster."""
+
+    job: TrainingJob
+    options: TrainerOptions
+    strategy: tf.distribute.Strategy
+    backup: str
+    workers: int  # processes training together (devices.worker_count): 1 alone
+    coordinated: bool  # a coordinator drives remote workers (parameter servers): devices.coordinated
+
+    @classmethod
+    def of(cls, job: TrainingJob, options: TrainerOptions, strategy: tf.distribute.Strategy, backup: str) -> Training:
+        """The training of `job` under `strategy`, this process's share of the cluster read from the strategy."""
+        return cls(job, options, strategy, backup, devices.worker_count(strategy), devices.coordinated(strategy))
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingData:
+    """What `fit` reads: the training batches, the evaluation batches, and the input cache's decision in words."""
+
+    train: tf.data.Dataset | keras.utils.experimental.DatasetCreator
+    evaluation: tf.data.Dataset | tf.distribute.DistributedDataset
+    input_cache: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Fitted:
+    """What `fit` leaves behind: the metrics per epoch, how long it took, and what the callbacks measured."""
+
+    history: dict[str, list[float]]
+    seconds: float
+    throughput: Throughput
+    replica_series: ReplicaSeries | None
+    agreement: AgreementCheck | None
+
+
+def _train(training: Training, kept: resident.KeptNetwork | None, key: str | None) -> None:
     """Trains and saves: `kept`, a network kept by an earlier training, or one built here and kept under `key`."""
-    inputs = ModelInputs.of(fn_args.transform_output, label, task)
+    inputs = ModelInputs.of(training.job.transform_output, training.options.label, training.options.task)
+    data = training_data(training, inputs)
+    network, kept = network_to_train(training, inputs, kept, key)
+    fitted = fit(training, network, data)
+    check_finite(network, fitted.history)
+    save(training, network, inputs, kept)
+    train_stats(training, network, data, fitted).write(training.job.model_run_dir)
+
+
+def training_data(training: Training, inputs: ModelInputs) -> TrainingData:
+    """The training and evaluation batches: under a coordinator, a dataset function each worker runs for itself."""
+    job, options = training.job, training.options
     feature_spec, label_key = inputs.feature_spec, inputs.label_key
-
-    batch_size = options.batch_size
-    workers = devices.worker_count(strategy)
-    coordinated = devices.coordinated(strategy)
-
-    use_cache, input_cache = dataset.cache_decision(fn_args.train_files, options.input.cache, workers)
+    use_cache, input_cache = dataset.cache_decision(job.train_files, options.input.cache, training.workers)
 
     def train_dataset(seed) -> tf.data.Dataset:
         return dataset.make_dataset(
-            fn_args.train_files,
+            job.train_files,
             feature_spec,
             label_key,
-            task,
-            batch_size,
+            options.task,
+            options.batch_size,
             shuffle_buffer=options.input.shuffle_buffer,
             cache=use_cache,
             seed=seed,
-            num_workers=workers,
-            shuffle_files=coordinated,
+            num_workers=training.workers,
+            shuffle_files=training.coordinated,
         )
 
-    if coordinated:
+    if training.coordinated:
         train_data = keras.utils.experimental.DatasetCreator(per_worker_dataset_fn(train_dataset))
     else:
         train_data = train_dataset(options.seed)
-    eval_data = dataset.make_dataset(fn_args.eval_files, feature_spec, label_key, task, batch_size, num_workers=workers)
-    if not coordinated:  # under a coordinator, Keras schedules evaluation on the workers itself
-        eval_data = dataset.evaluation_data(eval_data, fn_args.eval_steps, strategy)
+    eval_data = dataset.make_dataset(job.eval_files, feature_spec, label_key, options.task, options.batch_size,
+                                     num_workers=training.workers)
+    if not training.coordinated:  # under a coordinator, Keras schedules evaluation on the workers itself
+        eval_data = dataset.evaluation_data(eval_data, job.eval_steps, training.strategy)
+    return TrainingData(train_data, eval_data, input_cache)
 
+
+def network_to_train(training: Training, inputs: ModelInputs, kept: resident.KeptNetwork | None,
+                     key: str | None) -> tuple[keras.Model, resident.KeptNetwork | None]:
+    """The network `kept` holds, or one built here in the strategy's scope and, alone in this process, kept under `key`
+    for the next training of the same network (resident); with the kept network, if any."""
     if kept:
-        network = kept.network
-    else:
-        with strategy.scope():
-            network = inputs.build_model(options)
-        if workers == 1 and not coordinated:
-            kept = resident.keep(key, strategy, network)
+        return kept.network, kept
+    with training.strategy.scope():
+        network = inputs.build_model(training.options)
+    if training.workers == 1 and not training.coordinated:
+        kept = resident.keep(key, training.strategy, network)
+    return network, kept
 
-    steps = fn_args.train_steps
-    epochs = options.epochs(steps)
-    throughput = Throughput(batch_size, strategy.num_replicas_in_sync, fn_args.model_run_dir, coordinated)
-    callbacks = [
-        *training_callbacks(options.distribution["strategy"], backup, coordinated, one_process=workers == 1),
-        keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq=options.steps_per_execution),
-        throughput,
-    ]
-    if options.sidecar_evaluation:  # the evaluator process evaluates these checkpoints, not this one
-        checkpoints = sidecar.checkpoint_pattern(fn_args.model_run_dir)
-        callbacks.append(keras.callbacks.ModelCheckpoint(checkpoints, save_weights_only=True))
-    debug = options.debug
-    replica_stats = _replica_stats(network, strategy, options, fn_args.model_run_dir)
-    agreement = AgreementCheck(strategy, network) if debug.check_agreement else None
+
+def fit(training: Training, network: keras.Model, data: TrainingData) -> Fitted:
+    """Runs Keras' `fit` with the callbacks of `fit_callbacks` and those of trainer.debug, then the debug checks that
+    follow a training: the replicas' agreement, the per-replica statistics (the network gets its own train step back)."""
+    job, options, debug = training.job, training.options, training.options.debug
+    throughput = Throughput(options.batch_size, training.strategy.num_replicas_in_sync, job.model_run_dir, training.coordinated)
+    callbacks = fit_callbacks(training, throughput)
+    replica_stats = _replica_stats(network, training.strategy, options, job.model_run_dir)
+    agreement = AgreementCheck(training.strategy, network) if debug.check_agreement else None
     if agreement and debug.agreement_every:
         callbacks.append(AgreementCallback(agreement, debug.agreement_every))
+    epochs = options.epochs(job.train_steps)
     started = time.perf_counter()
     with contextlib.ExitStack() as debugging:
         if debug.check_numerics:
-            callbacks.append(debugging.enter_context(numerics.numerics_checked(network, strategy)))
+            callbacks.append(debugging.enter_context(numerics.numerics_checked(network, training.strategy)))
         if replica_stats:
             callbacks.append(replica_stats)
         if debug.dump:
-            debugging.enter_context(numerics.debugger_dump(fn_args.model_run_dir))
+            debugging.enter_context(numerics.debugger_dump(job.model_run_dir))
         history = network.fit(
-            train_data,
+            data.train,
             epochs=epochs,
-            steps_per_epoch=steps // epochs,
-            validation_data=None if options.sidecar_evaluation else eval_data,
-            validation_steps=fn_args.eval_steps,
+            steps_per_epoch=job.train_steps // epochs,
+            validation_data=None if options.sidecar_evaluation else data.evaluation,
+            validation_steps=job.eval_steps,
             callbacks=callbacks,
             verbose=2,
         ).history
@@ -163,6 +215,26 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
     series = replica_stats.series() if replica_stats else None
     if replica_stats:
         ReplicaRecorder.restore(network)  # the model is saved with its own train step
+    return Fitted(history, seconds, throughput, series, agreement)
+
+
+def fit_callbacks(training: Training, throughput: Throughput) -> list[keras.callbacks.Callback]:
+    """The callbacks of every training, in order: `training_callbacks`, TensorBoard's, `throughput`, and with a sidecar
+    evaluator the checkpoints it evaluates."""
+    job, options = training.job, training.options
+    callbacks = [
+        *training_callbacks(options.distribution["strategy"], training.backup, training.coordinated,
+                            one_process=training.workers == 1),
+        keras.callbacks.TensorBoard(log_dir=job.model_run_dir, update_freq=options.steps_per_execution),
+        throughput,
+    ]
+    if options.sidecar_evaluation:  # the evaluator process evaluates these checkpoints, not this one
+        callbacks.append(keras.callbacks.ModelCheckpoint(sidecar.checkpoint_pattern(job.model_run_dir), save_weights_only=True))
+    return callbacks
+
+
+def check_finite(network: keras.Model, history: dict[str, list[float]]) -> None:
+    """Raises TrainingError, so that nothing is pushed, when the loss of an epoch or a trained weight is not finite."""
     losses = history.get("loss", [])
     # After a resume the history holds only the epochs run since the checkpoint, so a short
     # history is normal; TerminateOnNaN is the only callback that stops training early.
@@ -171,7 +243,6 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
             f"the training loss became NaN or infinite (loss per epoch: {losses}); nothing will be pushed. "
             "Lower trainer.learning_rate, check the data, or set trainer.debug.check_numerics: true to find the op"
         )
-
     broken = [variable.name for variable in network.weights if not np.isfinite(variable.numpy()).all()]
     if broken:
         raise TrainingError(
@@ -179,24 +250,35 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
             "Check the data for extreme values, or lower trainer.learning_rate"
         )
 
+
+def save(training: Training, network: keras.Model, inputs: ModelInputs, kept: resident.KeptNetwork | None) -> None:
+    """Saves the SavedModel with serving signatures for raw tf.Examples, and the inputs it reads, in the serving
+    directory. A kept network's signatures are made once, by its first training, and kept with it."""
+    options, serving_model_dir = training.options, training.job.serving_model_dir
     signatures = kept.signatures if kept and kept.signatures else serving.make_signatures(
-        network, inputs.tft_output, inputs.feature_names(), label, task, inputs.classes
+        network, inputs.tft_output, inputs.feature_names(), options.label, options.task, inputs.classes
     )
     if kept:
         kept.signatures = signatures
     with compat.without_keras_layer_traces():
-        tf.saved_model.save(network, fn_args.serving_model_dir, signatures=signatures)
-    serving.write_model_inputs(fn_args.serving_model_dir, inputs.tft_output, label, task, inputs.classes)
+        tf.saved_model.save(network, serving_model_dir, signatures=signatures)
+    serving.write_model_inputs(serving_model_dir, inputs.tft_output, options.label, options.task, inputs.classes)
+
+
+def train_stats(training: Training, network: keras.Model, data: TrainingData, fitted: Fitted) -> TrainStats:
+    """What the run summary and the report say of the training: strategy, replicas, throughput, cluster, metrics."""
+    strategy, workers, coordinated = training.strategy, training.workers, training.coordinated
+    batch_size, steps, series = training.options.batch_size, training.job.train_steps, fitted.replica_series
     roles = {role: len(addresses) for role, addresses in devices.cluster_of(strategy).items()}
-    worker_files = local_cluster.files_per_worker(fn_args.train_files, workers, own_share=not coordinated)
-    TrainStats(
-        strategy=options.distribution["strategy"],
+    worker_files = local_cluster.files_per_worker(training.job.train_files, workers, own_share=not coordinated)
+    return TrainStats(
+        strategy=training.options.distribution["strategy"],
         replicas=strategy.num_replicas_in_sync,
         global_batch_size=batch_size,
         per_replica_batch_size=batch_size // strategy.num_replicas_in_sync,
         train_steps=steps,
-        seconds=round(seconds, 3),
-        examples_per_second=round(throughput.examples_per_second() or steps * batch_size / seconds, 1),
+        seconds=round(fitted.seconds, 3),
+        examples_per_second=round(fitted.throughput.examples_per_second() or steps * batch_size / fitted.seconds, 1),
         parameters=int(network.count_params()),
         processes=workers,
         worker_files=worker_files,
@@ -206,10 +288,10 @@ def _train(fn_args: TrainingJob, options: TrainerOptions, strategy, label: str, 
         variable_servers=devices.variable_servers(network.variables),
         replica_stats=series.to_dict() if series else {},
         all_reduce_wait_seconds=series.wait_per_worker(workers) if series else [],
-        agreement=agreement.describe() if agreement else "",
-        input_cache=input_cache,
-        history={key: [float(v) for v in values] for key, values in history.items()},
-    ).write(fn_args.model_run_dir)
+        agreement=fitted.agreement.describe() if fitted.agreement else "",
+        input_cache=data.input_cache,
+        history={key: [float(v) for v in values] for key, values in fitted.history.items()},
+    )
 
 
 def _replica_stats(network, strategy, options: TrainerOptions, model_run_dir: str) -> ReplicaStatsCallback | None:
