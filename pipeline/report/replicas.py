@@ -6,7 +6,7 @@ from __future__ import annotations
 from dtfx.components.names import MODEL_RUN_OUTPUT, TRAIN_STAGE
 from dtfx.pipeline.report import artifacts, svg
 from dtfx.pipeline.report.markup import badge, esc, facts, not_run, section
-from dtfx.pipeline.report.sections import why_missing
+from dtfx.pipeline.report.sections import stage_output
 from dtfx.pipeline.run_summary import RunSummary
 
 TITLE = "Replicas"
@@ -21,10 +21,10 @@ def replicas_section(summary: RunSummary) -> str:
         check, message = stopped
         body = facts([(check.replace("_", " "), badge("stopped the training", "bad"))])
         return section("replicas", TITLE, body + f'<p class="warning">{esc(message)}</p>')
-    reason = why_missing(summary, TRAIN_STAGE, MODEL_RUN_OUTPUT)
+    model_run, reason = stage_output(summary, TRAIN_STAGE, MODEL_RUN_OUTPUT)
     if reason:
         return not_run("replicas", TITLE, reason)
-    stats = artifacts.read_train_stats(artifacts.output_uri(summary, TRAIN_STAGE, MODEL_RUN_OUTPUT))
+    stats = artifacts.read_train_stats(model_run)
     if stats is None or not (stats.replica_stats or stats.agreement):
         return not_run("replicas", TITLE, "trainer.debug.replica_stats and check_agreement are off")
     items = [("replicas", esc(stats.replicas)), ("processes", esc(stats.processes))]

@@ -19,7 +19,7 @@ from dtfx.components.names import (
 from dtfx.components.registry.metrics import METRICS
 from dtfx.pipeline.report import artifacts, evaluation, svg
 from dtfx.pipeline.report.markup import badge, esc, facts, not_run, section, table
-from dtfx.pipeline.report.sections import why_missing
+from dtfx.pipeline.report.sections import stage_output, why_missing
 from dtfx.pipeline.report.svg import fmt
 from dtfx.pipeline.run_summary import RunSummary
 
@@ -67,10 +67,9 @@ def _tensorboard(log_dir: str, skip_epoch_tags: bool) -> str:
 def training_section(summary: RunSummary) -> str:
     """Trainer figures, loss and metric curves per epoch, and the TensorBoard scalars."""
     title = "Training"
-    reason = why_missing(summary, TRAIN_STAGE, MODEL_RUN_OUTPUT)
+    model_run, reason = stage_output(summary, TRAIN_STAGE, MODEL_RUN_OUTPUT)
     if reason:
         return not_run("training", title, reason)
-    model_run = artifacts.output_uri(summary, TRAIN_STAGE, MODEL_RUN_OUTPUT)
     train_stats = artifacts.read_train_stats(model_run)
     stats = train_stats.figures() if train_stats else {}
     history = train_stats.history if train_stats else {}
@@ -131,10 +130,9 @@ def _slices_from_summary(summary: RunSummary) -> list[evaluation.SliceMetrics]:
 def evaluation_section(summary: RunSummary) -> str:
     """Blessing, then per slice every metric with its threshold and whether it passed."""
     title = "Evaluation"
-    reason = why_missing(summary, EVALUATE_STAGE, EVALUATION_OUTPUT)
+    uri, reason = stage_output(summary, EVALUATE_STAGE, EVALUATION_OUTPUT)
     if reason:
         return not_run("evaluation", title, reason)
-    uri = artifacts.output_uri(summary, EVALUATE_STAGE, EVALUATION_OUTPUT)
     evaluator = summary.evaluator
     note = ""
     try:

@@ -42,6 +42,12 @@ def why_missing(summary: RunSummary, node: str, output: str | None = None) -> st
     return None
 
 
+def stage_output(summary: RunSummary, node: str, output: str) -> tuple[str | None, str | None]:
+    """(where node `node` wrote its output `output`, None), or (None, why its section has nothing to show)."""
+    reason = why_missing(summary, node, output)
+    return (None, reason) if reason else (artifacts.output_uri(summary, node, output), None)
+
+
 # --- pipeline graph --------------------------------------------------------------------------
 
 
@@ -112,10 +118,9 @@ def _feature_row(feature, num_examples: int) -> list[str]:
 def statistics_section(summary: RunSummary) -> str:
     """Per split and feature: counts, missing values, a numeric summary or top values, and a distribution."""
     title = "Data statistics"
-    reason = why_missing(summary, STATISTICS_STAGE, STATISTICS_OUTPUT)
+    uri, reason = stage_output(summary, STATISTICS_STAGE, STATISTICS_OUTPUT)
     if reason:
         return not_run("statistics", title, reason)
-    uri = artifacts.output_uri(summary, STATISTICS_STAGE, STATISTICS_OUTPUT)
     splits = artifacts.read_statistics(uri)
     if not splits:
         return unavailable("statistics", title, f"no Split-*/FeatureStats.pb in {uri}")
