@@ -1,9 +1,11 @@
-"""One reader of CSV rows before a run (issue 37): validate's value checks and init's sample read through it.
+"""One reader for one thing (issue 37): of CSV rows before a run, of a stage's output for the report.
 
-Two readers had drifted: init's opened X.CSV.GZ as text (a case-sensitive `.gz` check) and failed, validate's read it.
-The scan below reads pipeline/ by `ast` for every call that opens or parses CSV data, or decides gzip by a name's
-suffix (ingest's rule is sources.gzip_named); each is allowed in the one reader only. The scan is also run on
-snippets, so that a scan that finds nothing cannot pass for one that looks.
+Two readers of CSV rows had drifted: init's opened X.CSV.GZ as text (a case-sensitive `.gz` check) and failed,
+validate's read it. The scan below reads pipeline/ by `ast` for every call that opens or parses CSV data, or decides
+gzip by a name's suffix (ingest's rule is sources.gzip_named); each is allowed in the one reader only. The report's
+sections each named a stage and its output twice, for why_missing and for output_uri; sections.stage_output asks both.
+Each scan is also run on snippets, so that a scan that finds nothing cannot pass for one that looks; the modules
+renamed for names that say what they are (data_source, beam_args, beam_mode) stay gone.
 """
 
 from __future__ import annotations
@@ -52,15 +54,21 @@ def _gzip_by_suffix(call: ast.Call) -> bool:
                for s in suffixes)
 
 
+def enclosing_functions(tree: ast.AST) -> dict[int, str]:
+    """id(node) -> the name of the innermost function around it."""
+    enclosing = {}
+    for function in ast.walk(tree):  # outer functions first: an inner one's name replaces theirs
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            enclosing.update({id(node): function.name for node in ast.walk(function) if node is not function})
+    return enclosing
+
+
 def csv_openers(source: str) -> list[tuple[str, str]]:
     """(enclosing function or `<module>`, what) of every CSV opener (called or chosen, as in `(gzip.open if gzipped
     else open)(path)`) and suffix gzip rule in a module's source."""
     tree = ast.parse(source)
     names = imported_names(tree)
-    enclosing = {}
-    for function in ast.walk(tree):  # outer functions first: an inner one's name replaces theirs
-        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
-            enclosing.update({id(node): function.name for node in ast.walk(function) if node is not function})
+    enclosing = enclosing_functions(tree)
     found = []
     for node in ast.walk(tree):
         where = enclosing.get(id(node), "<module>")
@@ -115,3 +123,48 @@ def outer(path):
     return open(path), path.endswith(".csv"), csv.writer(path), inner
 """
     assert csv_openers(snippet) == [("inner", "csv.reader")]
+
+
+# --- the report: a stage's output ------------------------------------------------------------
+
+OUTPUT_FINDER = "stage_output"
+
+
+def missing_with_output(source: str) -> list[str]:
+    """The functions that call why_missing with an output (the question stage_output asks, with output_uri)."""
+    tree = ast.parse(source)
+    enclosing = enclosing_functions(tree)
+    return [enclosing.get(id(node), "<module>") for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("why_missing")
+            and (len(node.args) > 2 or any(keyword.arg == "output" for keyword in node.keywords))]
+
+
+def test_report_sections_ask_for_a_stage_output_through_stage_output():
+    found = {f"{path.relative_to(ROOT)}:{function}"
+             for path in sorted((ROOT / "pipeline" / "report").rglob("*.py"))
+             for function in missing_with_output(path.read_text())}
+    assert found == {f"pipeline/report/sections.py:{OUTPUT_FINDER}"}
+
+
+def test_the_report_scan_finds_why_missing_with_an_output_however_given():
+    snippet = """
+from dtfx.pipeline.report import sections
+
+def training(summary):
+    return sections.why_missing(summary, "train", "model_run"), why_missing(summary, "push")
+
+def evaluation(summary):
+    return why_missing(summary, "evaluate", output="evaluation")
+"""
+    assert sorted(missing_with_output(snippet)) == ["evaluation", "training"]
+
+
+def test_the_look_alike_module_names_stay_gone():
+    old = {"pipeline/data_source.py": "dtfx.pipeline.data_source", "pipeline/beam_args.py": "dtfx.pipeline.beam_args",
+           "components/beam_mode.py": "dtfx.components.beam_mode"}
+    assert [path for path in old if (ROOT / path).exists()] == []
+    imports = {f"{path.relative_to(ROOT)}: {module}"
+               for folder in ("pipeline", "components", "tests", "benchmarks", "scripts")
+               for path in (ROOT / folder).rglob("*.py") for module in old.values() if module in path.read_text()
+               and path.name != "test_one_reader.py"}
+    assert imports == set()
