@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS
+from dtfx.components.names import TRAIN_STAGE
 from dtfx.components.trainer.kubernetes.manifest import OPERATORS
 from dtfx.pipeline.config_base import NonNegativeInt64, PositiveInt64, Section, plain_pattern
 
@@ -347,7 +348,7 @@ class KubeflowSection(Section):
     def _gpus_for_training(cls, resources: dict[str, StepResources]) -> dict[str, StepResources]:
         # Step names are checked when compiling, against the steps the pipeline really has.
         for step, wanted in resources.items():
-            if wanted.gpu and step != "train":
+            if wanted.gpu and step != TRAIN_STAGE:
                 raise ValueError(f"{step}: only the train step can use GPUs")
         return resources
 
