@@ -47,9 +47,9 @@ def main(argv: list[str] | None = None) -> int:
 def console_main() -> None:
     """Entry point of the `dtfx` console script: `main()`, then an exit that skips the interpreter's teardown.
 
-    Tearing down TensorFlow, Beam and TFX after a run takes seconds (2.5-3 s measured on 2 cores, after every file is
-    written and closed) and serves no one. The exit handlers still run, the streams and logs are flushed, and only
-    then does the process end with main's exit code.
+    Tearing down TensorFlow, Beam and TFX after a run is slow and serves no one: every file is written and closed by
+    then. The exit handlers still run, the streams and logs are flushed, and only then does the process end with
+    main's exit code.
     """
     code = main()
     atexit._run_exitfuncs()  # what a normal exit runs first (temporary directories, child processes' clean-up)

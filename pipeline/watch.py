@@ -1,6 +1,6 @@
 """`dtfx run --watch`: run the pipeline, then run it again in the same process each time the config changes.
 
-A run in a fresh process spends about 4 s importing TensorFlow, TFX and Beam before its first stage,
+A run in a fresh process waits for TensorFlow, TFX and Beam to be imported before its first stage,
 and after a change to the trainer section every stage before training comes from the cache: in one
 resident process, a rerun costs training, evaluation and the push. The process watches the config
 file and, when `trainer.model.module` names your own code, that module's file; the modules of the
@@ -163,9 +163,9 @@ def _is_local(path: str) -> bool:
 class _LocalFiles:
     """Which files are your code: under the working directory, outside this Python environment.
 
-    A process holds thousands of modules, and resolving each one's path (os.path.realpath) took 0.5 s of every
-    rerun: a path spelled under an installation directory that does not hold the working directory is installed code,
-    without resolving it.
+    A process holds thousands of modules, and resolving each one's path (os.path.realpath) at every rerun would slow
+    each rerun: a path spelled under an installation directory that does not hold the working directory is installed
+    code, without resolving it.
     """
 
     def __init__(self):

@@ -1,7 +1,7 @@
 """The Evaluator's output for the report: metrics per slice, the thresholds and which of them failed.
 
 Metrics and validations are read with `tfma.load_metrics` / `tfma.load_validation_result`, the
-documented readers of TFMA's files. Importing TFMA imports TensorFlow (several seconds), so it
+documented readers of TFMA's files. Importing TFMA imports TensorFlow, which is slow, so it
 happens only when a run has an evaluation, and quietly.
 """
 
