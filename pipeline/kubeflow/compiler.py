@@ -64,7 +64,7 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
     if not output.endswith((".yaml", ".yml")):
         raise UserError(f"{output}: the output must be a .yaml file (a PipelineSpec, as the Kubeflow UI and kfp.Client take)")
     with _quiet_stderr():
-        # TFX and TensorFlow load in seconds: only here, not when the CLI starts.
+        # TFX and TensorFlow are slow to import: only here, not when the CLI starts.
         from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
         from dtfx.pipeline.builder import build_pipeline
