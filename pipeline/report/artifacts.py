@@ -154,7 +154,7 @@ def _meta_graphs(blob: bytes) -> Iterator[bytes]:
     """The serialized MetaGraphDefs of a SavedModel.
 
     `message SavedModel { int64 saved_model_schema_version = 1; repeated MetaGraphDef meta_graphs = 2; }`
-    is decoded by hand: its Python class lives in TensorFlow, whose import takes seconds, while
+    is decoded by hand: its Python class lives in TensorFlow, which is slow to import, while
     MetaGraphDef itself is available from the tensorboard package.
     """
     position = 0
