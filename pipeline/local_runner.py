@@ -115,7 +115,7 @@ def _new_run_dir(config: Config) -> str:
 
 @contextlib.contextmanager
 def _stage_events_to(progress: Callable[..., Any] | None, terminal: TextIO) -> Iterator[None]:
-    """Within the block, the callback `progress(terminal)` yields hears each stage start and finish (when given)."""
+    """Within the block, each stage's start and finish go to the callback that `progress(terminal)` yields, if given."""
     if not progress:
         yield
         return
