@@ -47,6 +47,9 @@ DATA_PROFILE_PROPERTY = "data_profile"
 # ... whose list under this key holds what ingest warns of (a split other than train with one label class).
 DATA_PROFILE_WARNINGS = "warnings"
 
+# The file of a Schema artifact, as TFX's SchemaGen writes it (tfx/components/schema_gen/executor.py, DEFAULT_FILE_NAME),
+# and as the reference schema and the anomaly gate copy it.
+SCHEMA_FILE = "schema.pbtxt"
 # Written by the Trainer's run_fn into its model-run directory: figures and metrics per epoch.
 TRAIN_STATS_FILE = "train_stats.json"
 # Written by the Trainer beside its SavedModel (assets.extra/): the raw columns the model reads, for batch prediction.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from dtfx.components.names import REFERENCE_ID
+from dtfx.components.names import REFERENCE_ID, SCHEMA_FILE
 from dtfx.pipeline.config import Config
 
 # The files of a run directory (`<output_root>/<name>/runs/<time>/`).
@@ -33,7 +33,7 @@ def reference_schema_path(config: Config) -> str:
 
     It is kept in the artifact directory of the node that reads it, beside that node's outputs.
     """
-    return os.path.join(pipeline_root(config), REFERENCE_ID, "schema.pbtxt")
+    return os.path.join(pipeline_root(config), REFERENCE_ID, SCHEMA_FILE)
 
 
 def serving_dir(config: Config) -> str:

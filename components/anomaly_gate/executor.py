@@ -11,10 +11,10 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 
 from dtfx.components.errors import DataError
+from dtfx.components.names import SCHEMA_FILE
 from dtfx.components.reference_schema.executor import store_reference
 
 ANOMALIES_FILE = "SchemaDiff.pb"
-SCHEMA_FILE = "schema.pbtxt"
 
 
 def read_anomalies(anomalies: types.Artifact) -> list[str]:

@@ -8,7 +8,7 @@ from tfx.dsl.components.base import base_executor
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 
-SCHEMA_FILE = "schema.pbtxt"
+from dtfx.components.names import SCHEMA_FILE
 
 
 def store_reference(schema_file: str, reference_path: str) -> bool:
