@@ -14,7 +14,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS
 from dtfx.components.names import TRAIN_STAGE
 from dtfx.components.trainer.kubernetes.manifest import OPERATORS
-from dtfx.pipeline.config_base import NonNegativeInt64, PositiveInt64, Section, plain_pattern
+from dtfx.pipeline.config_base import INT32_MAX, NonNegativeInt64, PositiveInt32, PositiveInt64, Section, plain_pattern
 
 MEMORY_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|K|M|G|T)$")
 # The stores Kubeflow's launcher moves artifacts from and to.
@@ -203,6 +203,29 @@ class Toleration(Section):
         return self
 
 
+# A duration in whole seconds, as Argo and Kubeflow's retry policy take one: days, hours, minutes, seconds, largest first.
+DURATION_WORDS = "a duration of whole units, largest first, such as 30s, 5m, 1h30m or 2d"
+DURATION_PATTERN = plain_pattern(
+    r"^([0-9]+d([0-9]+h)?([0-9]+m)?([0-9]+s)?|[0-9]+h([0-9]+m)?([0-9]+s)?|[0-9]+m([0-9]+s)?|[0-9]+s)$", DURATION_WORDS
+)
+# The key of kubeflow.retries whose settings every step gets, and a step's entry completes.
+RETRY_DEFAULT = "default"
+
+
+class StepRetry(Section):
+    count: int = Field(0, ge=0, le=INT32_MAX, description="How many times a failed step is started again; 0: never.")
+    backoff: str = Field("30s", pattern=DURATION_PATTERN, description="The wait before the first retry.")
+    factor: PositiveInt32 = Field(
+        2, description="Each next wait is the one before times this whole number (Argo reads it as an integer); 1: "
+        "the same wait each time."
+    )
+    max_duration: str = Field(
+        "24h", pattern=DURATION_PATTERN,
+        description="Counted from the step's first start: no retry starts after it, and a retry still running then is "
+        "stopped (Argo's backoff.maxDuration): make it longer than the step takes, or a late failure is not retried.",
+    )
+
+
 class KubeflowSection(Section):
     kfp_version: Literal[KFP_BACKENDS] = Field(
         KFP_BACKENDS[-1],
@@ -271,6 +294,13 @@ class KubeflowSection(Section):
         description="The claim (one of kubeflow.volumes) through which the train step and its training job's pods "
         "exchange the data and the trained model; required to train in several pods.",
     )
+    retries: dict[str, StepRetry] = Field(
+        default_factory=dict,
+        description=f"Retries of steps that fail for transient reasons, per step name (as in kubeflow.resources) or "
+        f"{RETRY_DEFAULT} for every step; a step's entry takes what it leaves out from {RETRY_DEFAULT}, e.g. "
+        f"{{{RETRY_DEFAULT}: {{count: 2}}, train: {{count: 0}}}}. Written as each task's retryPolicy, which Kubeflow "
+        "Pipelines 2.5 and later carry out; none by default.",
+    )
 
     @field_validator("node_selector")
     @classmethod
@@ -289,6 +319,7 @@ class KubeflowSection(Section):
                  for step in getattr(self, setting)]
         for index, secret in enumerate(self.secrets):
             named += [(f"kubeflow.secrets.{index}.steps", step) for step in secret.steps or []]
+        named += [(f"kubeflow.retries.{step}", step) for step in self.retries if step != RETRY_DEFAULT]
         return named
 
     @field_validator("pipeline_root")

@@ -1,4 +1,4 @@
-"""The Kubeflow verbs of the `dtfx` command line: compile, submit, rehearse.
+"""The Kubeflow verbs of the `dtfx` command line: compile, submit, upload, rehearse.
 
 `add_commands(verbs)` registers them on the CLI's subparsers. Each takes the config as the
 other verbs do (CONFIG, `--set KEY=VALUE`); a user mistake raises UserError, which the CLI
@@ -35,32 +35,39 @@ REHEARSE_EXTRA = "pip install 'dtfx[rehearse]'"
 
 
 def add_commands(verbs) -> None:
-    """Adds `compile`, `submit` and `rehearse` to `verbs`, the CLI's argparse subparsers object."""
+    """Adds `compile`, `submit`, `upload` and `rehearse` to `verbs`, the CLI's argparse subparsers object."""
     compile_ = add_config_verb(verbs, "compile", "Compile the pipeline for Kubeflow Pipelines v2 (a PipelineSpec YAML file).")
     compile_.add_argument("-o", "--output", help=f"output file, .yaml: new, or an earlier output of dtfx compile, which "
                                                  f"it replaces (default: {DEFAULT_OUTPUT})")
     compile_.set_defaults(handler=compile_command)
 
-    submit = add_config_verb(verbs, "submit", "Compile the pipeline and start a run on a Kubeflow Pipelines API.")
-    submit.add_argument(
-        "--host",
-        default=os.environ.get("KF_PIPELINES_ENDPOINT"),
-        help="Kubeflow Pipelines API or UI address, e.g. http://localhost:8080 (default: $KF_PIPELINES_ENDPOINT)",
-    )
+    submit = add_config_verb(verbs, "submit", "Compile the pipeline and start a run, or a recurring run, on a Kubeflow "
+                                              "Pipelines API.")
+    _add_api_arguments(submit)
     submit.add_argument("--experiment", help="experiment of the run, created if missing (default: the pipeline name)")
     submit.add_argument("--run-name", help="name of the run (default: the pipeline name and the time)")
-    submit.add_argument("--namespace", help="your profile namespace on multi-user Kubeflow (default: kubeflow.namespace)")
-    submit.add_argument(
-        "--token-file",
-        default=os.environ.get("KF_PIPELINES_SA_TOKEN_PATH"),
-        help="a file holding a bearer token for the API, such as a projected service-account token "
-        "(default: $KF_PIPELINES_SA_TOKEN_PATH, as kfp reads it in a cluster)",
-    )
-    submit.add_argument("--cookie", help="a session cookie NAME=VALUE for an API behind Dex or oauth2-proxy "
-                                         "(e.g. authservice_session=...)")
+    submit.add_argument("--version", help="run this version of the pipeline, uploaded before by dtfx upload, instead of "
+                                          "compiling the config")
+    submit.add_argument("--schedule", metavar="CRON", help="create a recurring run on this cron schedule: 'minute hour "
+                                                           "day-of-month month day-of-week', e.g. '0 3 * * *', or @daily")
+    submit.add_argument("--every", metavar="DURATION", help="or create a recurring run that starts a run every DURATION, "
+                                                            "e.g. 30m, 6h, 1d")
+    submit.add_argument("--max-concurrency", type=int, metavar="N", help="a recurring run's runs at a time, 1 to 10 "
+                                                                         "(default: 1)")
+    submit.add_argument("--catch-up", action="store_true", help="a recurring run also starts the runs it missed while "
+                                                                "disabled or behind schedule (default: it skips them)")
     submit.add_argument("-o", "--output", help="also keep the submitted pipeline file here (.yaml; new, or an earlier "
                                                "output of dtfx compile or submit)")
     submit.set_defaults(handler=submit_command)
+
+    upload = add_config_verb(verbs, "upload", "Compile the pipeline and upload it as a new version of the pipeline of "
+                                              "that name on a Kubeflow Pipelines API, creating it if missing.")
+    _add_api_arguments(upload)
+    upload.add_argument("--version", help="the version's name (default: the time and the start of the compiled "
+                                          "file's SHA-256, e.g. 20250101-120000-1a2b3c4d)")
+    upload.add_argument("-o", "--output", help="also keep the uploaded pipeline file here (.yaml; new, or an earlier "
+                                               "output of dtfx compile, submit or upload)")
+    upload.set_defaults(handler=upload_command)
 
     rehearse = add_config_verb(
         verbs, "rehearse", "Compile the pipeline, then run the compiled file on this machine as Kubeflow would run it."
@@ -101,27 +108,91 @@ def compile_command(args) -> int:
 
 
 def submit_command(args) -> int:
-    """`dtfx submit`: compiles, then creates a run of the compiled file through kfp.Client."""
+    """`dtfx submit`: a run, or a recurring run, of the compiled config or of an uploaded version of it."""
+    from dtfx.pipeline.kubeflow import submit
+
+    recurs = submit.recurrence(args.schedule, args.every, args.max_concurrency, args.catch_up)
+    if args.version and args.output:
+        raise UserError(f"-o {args.output}: with --version nothing is compiled; the run uses the version uploaded before")
+    config, access = _api_target(args)
+    name = args.run_name or f"{config.pipeline.name} {datetime.datetime.now():%Y-%m-%d %H:%M:%S}"
+    request = submit.RunRequest(args.experiment or config.pipeline.name, name, config.kubeflow.pipeline_root)
+    with _compiled(config, None if args.version else args.output, compile_it=not args.version) as path, \
+            submit.session(args.host, access) as api:
+        source = (submit.version_source(api, config.pipeline.name, args.version, access.namespace) if args.version
+                  else submit.spec_source(path))
+        created = submit.start(api, source, request, access, recurs)
+    print(f"{'recurring run' if recurs else 'run'}: {created.id} ({name!r} in experiment {created.experiment!r})")
+    if recurs:
+        print(f"schedule: {recurs}")
+    print(f"see: {created.url}")
+    return 0
+
+
+def upload_command(args) -> int:
+    """`dtfx upload`: compiles, then uploads the file as a new version of the pipeline named in the config."""
+    from dtfx.pipeline.kubeflow import submit
+
+    config, access = _api_target(args)
+    with submit.session(args.host, access) as api:
+        if args.version is not None:  # before compiling: a name the pipeline has is refused
+            submit.check_new_version(api, config.pipeline.name, args.version, access.namespace)
+        with _compiled(config, args.output) as path:
+            digest = submit.content_digest(path)
+            version = args.version or submit.default_version_name(path, datetime.datetime.now())
+            uploaded = submit.upload_version(api, path, config.pipeline.name, version, access.namespace,
+                                             f"compiled by dtfx from {os.path.basename(args.config)}; sha256 {digest}")
+    print(f"pipeline: {uploaded.pipeline_id} ({config.pipeline.name!r}{', created' if uploaded.new_pipeline else ''})")
+    print(f"version: {uploaded.version_id} ({uploaded.version_name!r}, sha256 {digest[:12]})")
+    print(f"see: {uploaded.url}")
+    return 0
+
+
+def _add_api_arguments(verb) -> None:
+    """The arguments of a verb that talks to a Kubeflow Pipelines API: where it is, and who asks."""
+    verb.add_argument(
+        "--host",
+        default=os.environ.get("KF_PIPELINES_ENDPOINT"),
+        help="Kubeflow Pipelines API or UI address, e.g. http://localhost:8080 (default: $KF_PIPELINES_ENDPOINT)",
+    )
+    verb.add_argument("--namespace", help="your profile namespace on multi-user Kubeflow (default: kubeflow.namespace)")
+    verb.add_argument(
+        "--token-file",
+        default=os.environ.get("KF_PIPELINES_SA_TOKEN_PATH"),
+        help="a file holding a bearer token for the API, such as a projected service-account token "
+        "(default: $KF_PIPELINES_SA_TOKEN_PATH, as kfp reads it in a cluster)",
+    )
+    verb.add_argument("--cookie", help="a session cookie NAME=VALUE for an API behind Dex or oauth2-proxy "
+                                       "(e.g. authservice_session=...)")
+
+
+def _api_target(args):
+    """The checked config and the Access of a verb that talks to the API; refuses a missing --host or a bad -o first."""
+    from dtfx.pipeline.kubeflow.submit import Access
+
     if not args.host:
         raise UserError("give the Kubeflow Pipelines address with --host URL (or set KF_PIPELINES_ENDPOINT)")
     if args.output:
         check_compiled_output(f"-o {args.output}", args.output, args.config)
     config = _cluster_config(args)
-    from dtfx.pipeline.kubeflow.compiler import compile_pipeline
-    from dtfx.pipeline.kubeflow.submit import Access, submit_run
+    access = Access(namespace=args.namespace or config.kubeflow.namespace, token=_token(args.token_file),
+                    cookie=_cookie(args.cookie), service_account=config.kubeflow.service_account)
+    return config, access
 
-    experiment = args.experiment or config.pipeline.name
-    run_name = args.run_name or f"{config.pipeline.name} {datetime.datetime.now():%Y-%m-%d %H:%M:%S}"
+
+@contextlib.contextmanager
+def _compiled(config, output: str | None, compile_it: bool = True):
+    """The path of the config compiled to `output`, or to a temporary file kept for the block; None without compile_it."""
+    if not compile_it:
+        yield None
+        return
+    from dtfx.pipeline.kubeflow.compiler import compile_pipeline
+
     with tempfile.TemporaryDirectory(prefix="dtfx-submit-") as scratch:
-        path = args.output or os.path.join(scratch, "pipeline.yaml")
-        compiled = compile_pipeline(config, path, config.kubeflow.image, config.kubeflow.pipeline_root)
-        _print_compiled(compiled, keep=bool(args.output))
-        access = Access(namespace=args.namespace or config.kubeflow.namespace, token=_token(args.token_file),
-                        cookie=_cookie(args.cookie), service_account=config.kubeflow.service_account)
-        run = submit_run(path, args.host, experiment, run_name, config.kubeflow.pipeline_root, access)
-    print(f"run: {run.run_id} ({run_name!r} in experiment {run.experiment!r})")
-    print(f"see: {run.url}")
-    return 0
+        path = output or os.path.join(scratch, DEFAULT_OUTPUT)
+        _print_compiled(compile_pipeline(config, path, config.kubeflow.image, config.kubeflow.pipeline_root),
+                        keep=bool(output))
+        yield path
 
 
 def rehearse_command(args) -> int:

@@ -31,7 +31,7 @@ from dtfx.components.trainer.distributed.cluster import Task, tasks
 from dtfx.components.trainer.kubernetes.manifest import OPERATORS, JobSettings, manifest
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
-from dtfx.pipeline.kubeflow import parameters, platform
+from dtfx.pipeline.kubeflow import parameters, platform, retries
 
 ENTRYPOINT = ["python", "-m", "dtfx.components.kfp_entrypoint"]
 # The executor kinds open-source Kubeflow Pipelines runs; `resolver` and `customJob` are Vertex AI only.
@@ -77,6 +77,7 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
         job = v2.KubeflowV2DagRunner(config=runner_config).run(pipeline, write_out=False)
     spec = job["pipelineSpec"]
     notes = _finish(spec, config, defaults, pipeline_root, training_job is not None)
+    notes += retries.apply_retries(spec, config.kubeflow)
     unsupported = open_source_problems(spec)
     if unsupported:  # the builder should never produce these: a dtfx bug, not a user error
         raise RuntimeError("The compiled pipeline has steps open-source Kubeflow cannot run:\n- " + "\n- ".join(unsupported))

@@ -1,109 +1,29 @@
-"""`dtfx submit`: kfp.Client uploads the compiled file to a (fake) Kubeflow Pipelines API on 127.0.0.1.
-
-The fake answers the few v2beta1 endpoints kfp.Client calls to create a run (healthz,
-experiments, runs) and records each request.
-"""
+"""`dtfx submit`: the compiled file, or an uploaded version, becomes a run or a recurring run on the fake
+Kubeflow Pipelines API on 127.0.0.1 (tests/kubeflow/fake_pipelines_api.py), which checks every body against the
+v2beta1 protos' fields."""
 
 from __future__ import annotations
 
-import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
 
 from dtfx.pipeline.cli import main
+from dtfx.pipeline.errors import UserError
+from dtfx.pipeline.kubeflow import schedule
+from tests.kubeflow.fake_pipelines_api import API, FakePipelinesApi, serve
 from tests.kubeflow.test_compile import cluster_config, write
-
-API = "/apis/v2beta1"
-
-
-class FakePipelinesApi(BaseHTTPRequestHandler):
-    """Just enough of the Kubeflow Pipelines v2beta1 REST API for kfp.Client.create_run_from_pipeline_package."""
-
-    requests: list[tuple[str, str, dict]] = []
-    headers_seen: list[dict[str, str]] = []
-    refuse_runs = False
-    require_auth = False  # answer 401 without an Authorization header or cookie, as an authenticating proxy does
-    multi_user = False  # answer 400 to an experiment without a namespace, as multi-user Kubeflow does
-    login_page = False  # redirect to a login page, as Dex behind an ingress does
-
-    def do_GET(self):  # noqa: N802 (http.server's naming)
-        self._record({})
-        if self._refused_auth():
-            return
-        if self.login_page and self.path.startswith("/dex/auth"):
-            self._reply(200, {}, content_type="text/html")
-        elif self.login_page:
-            self.send_response(302)
-            self.send_header("Location", "/dex/auth?client_id=kubeflow-oidc-authservice")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-        elif self.path.startswith(f"{API}/healthz"):
-            self._reply(200, {"multi_user": False})
-        elif self.path.startswith(f"{API}/experiments"):
-            self._reply(200, {})  # no experiment with that name yet
-        else:
-            self._reply(404, {"message": "not found"})
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
-        self._record(body)
-        if self._refused_auth():
-            return
-        if self.path == f"{API}/experiments" and self.multi_user and not body.get("namespace"):
-            self._reply(400, {"message": "Invalid input error: In multi-user mode, namespace is required"})
-        elif self.path == f"{API}/experiments":
-            self._reply(200, {"experiment_id": "exp-1", "display_name": body["display_name"]})
-        elif self.path == f"{API}/runs" and self.refuse_runs:
-            self._reply(400, {"error": "bad spec", "message": "Invalid input error: bad spec"})
-        elif self.path == f"{API}/runs":
-            self._reply(200, {"run_id": "run-1", "display_name": body["display_name"], "experiment_id": body["experiment_id"]})
-        else:
-            self._reply(404, {"message": "not found"})
-
-    def _record(self, body: dict) -> None:
-        type(self).requests.append((self.command, self.path, body))
-        type(self).headers_seen.append({name.lower(): value for name, value in self.headers.items()})
-
-    def _refused_auth(self) -> bool:
-        if self.require_auth and not (self.headers.get("Authorization") or self.headers.get("Cookie")):
-            self._reply(401, {"message": "Unauthorized"})
-            return True
-        return False
-
-    def _reply(self, status: int, payload: dict, content_type: str = "application/json") -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:  # keep the test output clean
-        pass
 
 
 @pytest.fixture
 def api(monkeypatch, tmp_path):
-    """The fake API's address; kfp.Client reads no real context or endpoint of this machine."""
+    """The fake API's address; nothing reads a real endpoint or token of this machine."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("KF_PIPELINES_ENDPOINT", raising=False)
     monkeypatch.delenv("KF_PIPELINES_SA_TOKEN_PATH", raising=False)
-    FakePipelinesApi.requests = []
-    FakePipelinesApi.headers_seen = []
-    FakePipelinesApi.refuse_runs = False
-    FakePipelinesApi.require_auth = False
-    FakePipelinesApi.multi_user = False
-    FakePipelinesApi.login_page = False
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakePipelinesApi)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve() as address:
+        yield address
 
 
 def test_submit_uploads_the_compiled_file_as_a_run(api, tmp_path, capsys):
@@ -116,17 +36,16 @@ def test_submit_uploads_the_compiled_file_as_a_run(api, tmp_path, capsys):
     assert code == 0, err
     calls = [(method, path.split("?")[0]) for method, path, _ in FakePipelinesApi.requests]
     assert calls[-2:] == [("POST", f"{API}/experiments"), ("POST", f"{API}/runs")]
-    experiment = FakePipelinesApi.requests[-2][2]
+    [experiment] = FakePipelinesApi.experiments.values()
     assert experiment["display_name"] == "penguins", "the experiment defaults to the pipeline name"
     run = FakePipelinesApi.requests[-1][2]
-    assert run["display_name"] == "nightly" and run["experiment_id"] == "exp-1"
+    assert run["display_name"] == "nightly" and run["experiment_id"] == experiment["experiment_id"]
     pipeline_doc, platform_doc = yaml.safe_load_all(kept.read_text())
-    # With a platform spec, kfp.Client sends both documents; the pipeline spec is the compiled one.
-    assert run["pipeline_spec"]["pipeline_spec"]["pipelineInfo"] == pipeline_doc["pipelineInfo"]
-    assert run["pipeline_spec"]["pipeline_spec"]["root"] == pipeline_doc["root"]
-    assert run["pipeline_spec"]["platform_spec"] == platform_doc
-    assert "run: run-1 ('nightly' in experiment 'penguins')" in out
-    assert f"see: {api}/#/runs/details/run-1" in out
+    # With a platform spec both documents go, as {pipeline_spec, platform_spec}; the pipeline spec is the compiled one.
+    assert run["pipeline_spec"] == {"pipeline_spec": pipeline_doc, "platform_spec": platform_doc}
+    assert run["runtime_config"] == {"parameters": {}, "pipeline_root": cluster_config()["kubeflow"]["pipeline_root"]}
+    run_id = re.search(r"^run: (\S+) \('nightly' in experiment 'penguins'\)$", out, re.M).group(1)
+    assert f"see: {api}/#/runs/details/{run_id}" in out
 
 
 def test_an_api_refusal_exits_2_with_its_message(api, tmp_path, capsys):
@@ -172,7 +91,7 @@ def test_submit_sends_the_pipeline_root_namespace_service_account_and_credential
 
     assert code == 0, capsys.readouterr().err
     experiment, run = FakePipelinesApi.requests[-2][2], FakePipelinesApi.requests[-1][2]
-    assert experiment["namespace"] == "team-a"
+    assert experiment == {"display_name": "penguins", "namespace": "team-a"}
     assert run["runtime_config"]["pipeline_root"] == cluster_config()["kubeflow"]["pipeline_root"]
     assert run["service_account"] == "pipeline-runner"
     assert FakePipelinesApi.headers_seen[-1]["authorization"] == "Bearer s3cr3t-token"
@@ -198,3 +117,73 @@ def test_what_is_missing_to_get_in_is_named(api, tmp_path, capsys, args, setting
     err = capsys.readouterr().err
     assert code == 2 and message in err, err
     assert "Traceback" not in err
+
+
+def test_submit_schedule_creates_a_recurring_run_of_the_compiled_file(api, tmp_path, capsys):
+    config = write(tmp_path / "config.yaml", cluster_config(**{"kubeflow.service_account": "pipeline-runner"}))
+
+    code = main(["submit", str(config), "--host", api, "--schedule", "30 2 * * MON-FRI", "--run-name", "weekdays"])
+
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert [path.split("?")[0] for method, path, _ in FakePipelinesApi.requests if method == "POST"] == \
+        [f"{API}/experiments", f"{API}/recurringruns"], "the file goes with the recurring run: no run, no upload"
+    [experiment] = FakePipelinesApi.experiments.values()
+    [recurring] = FakePipelinesApi.recurring_runs.values()
+    body = FakePipelinesApi.requests[-1][2]
+    # Kubeflow's parser reads seconds first: the standard five fields go with a 0 seconds field before them.
+    assert body["trigger"] == {"cron_schedule": {"cron": "0 30 2 * * MON-FRI"}}
+    assert body["max_concurrency"] == 1 and body["no_catchup"] is True and body["mode"] == "ENABLE"
+    assert body["display_name"] == "weekdays" and body["experiment_id"] == experiment["experiment_id"]
+    assert body["service_account"] == "pipeline-runner"
+    assert body["runtime_config"] == {"parameters": {}, "pipeline_root": cluster_config()["kubeflow"]["pipeline_root"]}
+    assert set(body["pipeline_spec"]) == {"pipeline_spec", "platform_spec"} and "pipeline_version_reference" not in body
+    assert f"recurring run: {recurring['recurring_run_id']} ('weekdays' in experiment 'penguins')" in out
+    assert "schedule: cron '0 30 2 * * MON-FRI'" in out and "at most 1 run at a time; no catch-up" in out
+    assert f"see: {api}/#/recurringrun/details/{recurring['recurring_run_id']}" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--schedule", "0 25 * * *"], "--schedule '0 25 * * *': hour '25' is outside 0-23"),
+    (["--schedule", "0 3 * * 7"], "day-of-week '7' is outside 0-6; Sunday is 0 or SUN"),
+    (["--schedule", "0 3 * *"], "--schedule '0 3 * *': 4 fields; write five fields 'minute hour day-of-month month"),
+    (["--schedule", "*/0 * * * *"], "minute '*/0': the step after '/' must be a positive whole number"),
+    (["--schedule", "@every 1h"], "give --every DURATION"),
+    (["--schedule", "@fortnightly"], "not a descriptor Kubeflow knows"),
+    (["--every", "an hour"], "--every 'an hour': not a duration of whole units, largest first, such as 30s"),
+    (["--every", "0s"], "an interval of at least 1 second"),
+    (["--schedule", "@daily", "--every", "1d"], "--schedule '@daily' and --every '1d': give one of them"),
+    (["--schedule", "@daily", "--max-concurrency", "11"], "--max-concurrency 11: Kubeflow Pipelines runs 1 to 10"),
+    (["--max-concurrency", "2"], "--max-concurrency: only for a recurring run"),
+    (["--catch-up"], "--catch-up: only for a recurring run, with --schedule CRON or --every DURATION"),
+    (["--version", "v1", "-o", "kept.yaml"], "-o kept.yaml: with --version nothing is compiled"),
+])
+def test_a_bad_recurrence_exits_2_before_anything_is_compiled_or_sent(api, tmp_path, capsys, args, message):
+    config = write(tmp_path / "config.yaml", cluster_config())
+    code = main(["submit", str(config), "--host", api, *args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err, err
+    assert "Traceback" not in err
+    assert FakePipelinesApi.requests == [] and [path.name for path in tmp_path.iterdir()] == ["config.yaml"]
+
+
+@pytest.mark.parametrize("text, sent", [
+    ("0 3 * * *", "0 0 3 * * *"),
+    ("*/15 9-17 * * 1-5", "0 */15 9-17 * * 1-5"),
+    ("0 0 12 1 JAN,jul ?", "0 0 12 1 JAN,jul ?"),  # six fields: Kubeflow's own form, sent as written
+    ("5/10  *  * * *", "0 5/10 * * * *"),
+    ("@weekly", "@weekly"),
+])
+def test_cron_expressions_are_sent_in_kubeflows_six_field_form(text, sent):
+    assert schedule.cron(text).trigger == {"cron_schedule": {"cron": sent}}
+
+
+@pytest.mark.parametrize("text, seconds", [("45s", 45), ("30m", 1800), ("1h30m", 5400), ("2d", 172800)])
+def test_every_is_a_periodic_schedule_in_seconds(text, seconds):
+    assert schedule.every(text).trigger == {"periodic_schedule": {"interval_second": seconds}}
+
+
+@pytest.mark.parametrize("text", ["1-2-3 * * * *", "0 3 31-1 * *", "0 3 * 13 *", "0 3 * * MON/2/1", "x * * * *", ", * * * *"])
+def test_cron_fields_kubeflows_parser_refuses_are_refused(text):
+    with pytest.raises(UserError, match=re.escape(f"--schedule {text!r}")):
+        schedule.cron(text)
