@@ -52,8 +52,8 @@ def add_commands(verbs) -> None:
                                                            "day-of-month month day-of-week', e.g. '0 3 * * *', or @daily")
     submit.add_argument("--every", metavar="DURATION", help="or create a recurring run that starts a run every DURATION, "
                                                             "e.g. 30m, 6h, 1d")
-    submit.add_argument("--max-concurrency", type=int, metavar="N", help="a recurring run's runs at a time, 1 to 10 "
-                                                                         "(default: 1)")
+    submit.add_argument("--max-concurrency", type=int, metavar="N", help="how many runs of a recurring run may run at "
+                                                                         "once (default: 1)")
     submit.add_argument("--catch-up", action="store_true", help="a recurring run also starts the runs it missed while "
                                                                 "disabled or behind schedule (default: it skips them)")
     submit.add_argument("-o", "--output", help="also keep the submitted pipeline file here (.yaml; new, or an earlier "

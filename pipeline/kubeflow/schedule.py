@@ -36,6 +36,7 @@ BOUNDS: dict[str, tuple[int, int, dict[str, int]]] = {
     "month": (1, 12, {name: number for number, name in enumerate(MONTHS, start=1)}),
     "day-of-week": (0, 6, {name: number for number, name in enumerate(WEEKDAYS)}),
 }
+TIME_ZONE = "in the time zone of Kubeflow's scheduler: UTC unless its CRON_SCHEDULE_TIMEZONE says otherwise"
 CRON_FORMS = ("five fields 'minute hour day-of-month month day-of-week' (e.g. '0 3 * * *': every day at 03:00), six with "
               f"seconds first as Kubeflow writes them, or one of {', '.join(DESCRIPTORS)}")
 
@@ -75,7 +76,7 @@ def cron(text: str) -> Schedule:
     """
     expression = " ".join(text.split())
     if expression.startswith("@"):
-        return Schedule({"cron_schedule": {"cron": _descriptor(text, expression)}}, f"cron {expression!r}")
+        return Schedule({"cron_schedule": {"cron": _descriptor(text, expression)}}, f"cron {expression!r} ({TIME_ZONE})")
     fields = expression.split(" ") if expression else []
     if len(fields) == len(STANDARD_FIELDS):
         names, sent = STANDARD_FIELDS, f"0 {expression}"
@@ -88,8 +89,7 @@ def cron(text: str) -> Schedule:
         if problem:
             raise UserError(f"--schedule {text!r}: {problem}")
     return Schedule({"cron_schedule": {"cron": sent}},
-                    f"cron {sent!r} (second minute hour day-of-month month day-of-week, in the time zone of Kubeflow's "
-                    "scheduler: UTC unless its CRON_SCHEDULE_TIMEZONE says otherwise)")
+                    f"cron {sent!r} (second minute hour day-of-month month day-of-week, {TIME_ZONE})")
 
 
 def _descriptor(text: str, expression: str) -> str:

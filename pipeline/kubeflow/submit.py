@@ -100,7 +100,7 @@ def recurrence(cron: str | None, every: str | None, max_concurrency: int | None,
     if max_concurrency is not None:
         check_max_concurrency(max_concurrency)
     when = schedule.cron(cron) if cron is not None else schedule.every(every)
-    return Recurrence(when, max_concurrency or 1, catch_up)
+    return Recurrence(when, catch_up=catch_up, **({} if max_concurrency is None else {"max_concurrency": max_concurrency}))
 
 
 @contextlib.contextmanager
