@@ -12,7 +12,8 @@ backend/src/v2/compiler/argocompiler/container.go at each release tag:
   refuses "2.5", hence whole factors only.
 Argo (workflow/controller/operator.go processNodeRetries, v3.5.14 to v4.0.5) waits duration * factor^(n-1) before
 retry n, retries nothing once maxDuration has passed since the first attempt started, and stops a retry still running
-then. Its default retryPolicy, OnFailure, retries a step whose container failed. Importer tasks get none of this.
+then. KFP sets no retryPolicy, so Argo's OnFailure applies: a pod that failed (evicted included: inferFailedReason) is
+retried, a pod deleted with its node is an error and is not. Importer tasks get none of this.
 """
 
 from __future__ import annotations
