@@ -1,11 +1,12 @@
 """The Trainer's `run_fn`: trains the configured model under a tf.distribute strategy and saves it for serving.
 
-The strategy (`trainer.distribution`) decides how: in this process alone (`default`, `one_device`, `mirrored`:
-every step all-reduces the gradients of one global batch split across the replicas), in worker processes that
-all-reduce the same way (`multi_worker_mirrored`), or asynchronously (`parameter_server`: a coordinator sends
-steps to workers, each applying its own batch's gradients to the variables the parameter servers hold). When the
-strategy needs processes of its own, `run_fn` starts them on this machine or as a Kubernetes training job, and
-each of them runs `train` (dtfx.components.trainer.worker).
+The strategy (`trainer.distribution`) decides where and how: in this process (`default` and `one_device`, one
+replica; `mirrored`, a replica per device, each step's gradients all-reduced across them), in worker processes that
+all-reduce the same way (`multi_worker_mirrored`), or asynchronously (`parameter_server`: the cluster's chief
+coordinates, sending steps to workers that each apply their own batch's gradients to the variables the parameter
+servers hold, without waiting for one another). When the strategy needs processes of its own, `run_fn` starts them
+on this machine or as a Kubernetes training job (dtfx.components.trainer.worker is their entry point), and the
+processes that train (every one of `multi_worker_mirrored`, the chief of `parameter_server`) run `train`.
 
 Everything it needs comes from `fn_args.custom_config`: TrainerOptions, which the builder makes
 from the `trainer` section of the config. Besides the SavedModel it writes `train_stats.json` into
