@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="stay running: run again, in this process, whenever the config (or your model module) changes")
     run.set_defaults(handler=_run)
 
-    add_commands(verbs)  # compile, submit, rehearse
+    add_commands(verbs)  # compile, submit, upload, rehearse
     add_predict_command(verbs)  # predict CONFIG --data PATH --output FILE
     add_report_command(verbs)  # report RUN_DIR
     add_init_command(verbs)  # init NAME --data CSV
