@@ -226,6 +226,80 @@ class StepRetry(Section):
     )
 
 
+# KServe's rule for an InferenceService's name (kserve v0.20.0 pkg/apis/serving/v1beta1/inference_service_validation.go,
+# IsvcNameFmt); at most 53 characters, as the predictor's Service is `<name>-predictor` (pkg/constants/constants.go,
+# PredictorServiceName), a Kubernetes Service name of at most 63.
+INFERENCE_SERVICE_NAME_WORDS = ("an InferenceService name: lower-case letters, digits and '-', starting with a letter, ending "
+                                "with a letter or digit, at most 53 characters")
+INFERENCE_SERVICE_NAME = plain_pattern(r"^[a-z]([-a-z0-9]{0,51}[a-z0-9])?$", INFERENCE_SERVICE_NAME_WORDS)
+# KServe runs a TF Serving image whose tag ends in -gpu exactly when the predictor asks for NVIDIA GPUs, a resource named
+# nvidia.com/gpu or nvidia.com/mig-... (v0.20.0 predictor_tfserving.go validateGPU, pkg/utils/utils.go IsGPUEnabled).
+TF_SERVING_GPU_SUFFIX = "-gpu"
+NVIDIA_GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig")
+
+
+def requests_nvidia_gpus(resources: StepResources | None) -> bool:
+    """Whether `resources` ask for GPUs that KServe counts as such for TF Serving's -gpu images."""
+    return bool(resources and resources.gpu and resources.gpu_type.startswith(NVIDIA_GPU_RESOURCES))
+
+
+class ServingSection(Section):
+    name: str | None = Field(
+        None, pattern=INFERENCE_SERVICE_NAME,
+        description="The InferenceService's name, which is also the model's name in its URL (/v1/models/NAME:predict); "
+        "null: pipeline.name.",
+    )
+    service_account: KubernetesName | None = Field(
+        None,
+        description="Kubernetes service account of the predictor's pods: its secrets give KServe the credentials to "
+        "download a model from gs:// or s3://; a model on a volume needs none. null: kubeflow.service_account, "
+        "else the namespace's default.",
+    )
+    min_replicas: int | None = Field(
+        None, ge=0, le=INT32_MAX,
+        description="Fewest predictor pods; 0 lets KServe in serverless mode scale to zero while no request comes. "
+        "null: KServe's default, 1.",
+    )
+    max_replicas: PositiveInt32 | None = Field(
+        None, description="Most predictor pods KServe's autoscaler starts, at least min_replicas; null: KServe's default."
+    )
+    resources: StepResources | None = Field(
+        None,
+        description="CPU, memory and GPUs of each predictor pod, written as kubeflow.resources writes a step's; null: the "
+        "serving runtime's (KServe's kserve-tensorflow-serving asks for 1 CPU and 2Gi).",
+    )
+    runtime_version: str | None = Field(
+        None,
+        description=f"The tag of the TensorFlow Serving image (tensorflow/serving:TAG), ending in {TF_SERVING_GPU_SUFFIX} "
+        "exactly when resources ask for NVIDIA GPUs; null: the TensorFlow Serving release of the TensorFlow that trains "
+        f"the model (the version of tensorflow-serving-api installed with TFX), with {TF_SERVING_GPU_SUFFIX} for NVIDIA "
+        "GPUs. KServe's own default (2.6.2 in v0.20.0) is older than that TensorFlow, whose models it may fail to load.",
+    )
+
+    @field_validator("max_replicas")
+    @classmethod
+    def _not_below_min(cls, most: int | None, info: ValidationInfo) -> int | None:
+        fewest = info.data.get("min_replicas")
+        if most is not None and fewest is not None and fewest > most:
+            raise ValueError(f"{most} is fewer than min_replicas {fewest}")
+        return most
+
+    @field_validator("runtime_version")
+    @classmethod
+    def _tag_for_the_devices(cls, tag: str | None, info: ValidationInfo) -> str | None:
+        if tag is None:
+            return tag
+        if not IMAGE_TAG.match(tag):
+            raise ValueError(f"{tag!r} is not an image tag: letters, digits, '_', '.' and '-', starting with a letter, "
+                             "digit or '_', at most 128 characters")
+        gpus = requests_nvidia_gpus(info.data.get("resources"))
+        if gpus != tag.endswith(TF_SERVING_GPU_SUFFIX):
+            wanted = "asks for NVIDIA GPUs" if gpus else "asks for no NVIDIA GPU"
+            raise ValueError(f"{tag!r}: kubeflow.serving.resources {wanted}, so KServe wants a tag that "
+                             f"{'ends' if gpus else 'does not end'} in {TF_SERVING_GPU_SUFFIX}")
+        return tag
+
+
 class KubeflowSection(Section):
     kfp_version: Literal[KFP_BACKENDS] = Field(
         KFP_BACKENDS[-1],
@@ -300,6 +374,11 @@ class KubeflowSection(Section):
         f"{RETRY_DEFAULT} for every step; a step's entry takes what it leaves out from {RETRY_DEFAULT}, e.g. "
         f"{{{RETRY_DEFAULT}: {{count: 2}}, train: {{count: 0}}}}. Written as each task's retryPolicy, which Kubeflow "
         "Pipelines 2.5 and later carry out; none by default.",
+    )
+    serving: ServingSection | None = Field(
+        None,
+        description="A KServe InferenceService that serves the pushed models: `dtfx compile` writes it beside the "
+        "compiled pipeline (<output>.inference-service.yaml), to apply with kubectl; {} takes every default; null: none.",
     )
 
     @field_validator("node_selector")

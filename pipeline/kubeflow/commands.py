@@ -99,11 +99,22 @@ def compile_command(args) -> int:
     """`dtfx compile`: checks the config for a cluster, then writes the PipelineSpec YAML."""
     output = args.output or DEFAULT_OUTPUT
     check_compiled_output(f"-o {output}" if args.output else f"the default output {output} (-o)", output, args.config)
+    from dtfx.pipeline.kubeflow import inference_service
+
+    served = inference_service.inference_service_path(output)
+    check_output(f"{served} (the InferenceService file beside {output})", served, [(args.config, "the config")],
+                 INFERENCE_SERVICE)
     config = _cluster_config(args)
+    problems = inference_service.serving_problems(config, args.config)
+    if problems:
+        raise ConfigError(args.config, problems)
     from dtfx.pipeline.kubeflow.compiler import compile_pipeline
 
     compiled = compile_pipeline(config, output, config.kubeflow.image, config.kubeflow.pipeline_root)
     _print_compiled(compiled)
+    served = inference_service.write_inference_service(config, output)
+    if served:
+        print(f"inference service: {served} (kubectl apply -f it once a model is pushed)")
     return 0
 
 
@@ -309,6 +320,12 @@ def _is_training_job(path: str) -> bool:
     return _first_lines(path, 1) == [TRAINING_JOB_HEADER]
 
 
+def _is_inference_service(path: str) -> bool:
+    from dtfx.pipeline.kubeflow.inference_service import HEADER
+
+    return _first_lines(path, 1) == [HEADER]
+
+
 def _first_lines(path: str, count: int) -> list[str]:
     """The first `count` lines of a text file, without their line ends; none when it is no readable text file."""
     try:
@@ -327,6 +344,11 @@ TRAINING_JOB = OutputKind(
     noun="the compiled pipeline",
     written_by="a training job file of dtfx compile (its first line '# The training job that the train step ...')",
     recognises=_is_training_job,
+)
+INFERENCE_SERVICE = OutputKind(
+    noun="the compiled pipeline",
+    written_by="an InferenceService file of dtfx compile (its first line '# The KServe InferenceService that serves ...')",
+    recognises=_is_inference_service,
 )
 
 
