@@ -9,6 +9,7 @@ submit     runs, recurring runs and uploaded pipeline versions (`dtfx submit`, `
 pipelines_api the v2beta1 REST API as Kubeflow's apiserver defines it
 schedule   a recurring run's cron or periodic trigger
 retries    kubeflow.retries as each task's retryPolicy
+inference_service  the KServe InferenceService of kubeflow.serving, written beside the compiled file
 rehearsal  running a compiled spec here as open-source Kubeflow would, each step a fresh process
 driver     executor inputs as each backend version's driver writes them
 object_store an S3 server on 127.0.0.1 for rehearsals, and the launcher's artifact downloads and uploads
