@@ -54,6 +54,9 @@ SCHEMA_FILE = "schema.pbtxt"
 TRAIN_STATS_FILE = "train_stats.json"
 # Written by the Trainer beside its SavedModel (assets.extra/): the raw columns the model reads, for batch prediction.
 MODEL_INPUTS_FILE = "dtfx_inputs.json"
+# The label's vocabulary (class names, in class-index order) as Transform names it, and as the trained model keeps
+# it among its SavedModel assets: the report names the classes of its confusion matrices and curves with it.
+LABEL_VOCABULARY = "label_vocabulary"
 # The TensorBoard run (sub-directory of the model run) of trainer.debug.replica_stats' per-replica scalars.
 REPLICA_STATS_RUN = "replicas"
 # The suffix of a feature's name after Transform.

@@ -19,10 +19,9 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_transform import schema_inference
 
-from dtfx.components.names import transformed_name
+from dtfx.components.names import LABEL_VOCABULARY, transformed_name
 from dtfx.components.transform.options import TransformOptions
 
-LABEL_VOCABULARY = "label_vocabulary"
 MISSING_CATEGORY = "__missing__"
 
 

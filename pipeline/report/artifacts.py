@@ -15,11 +15,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from dtfx.components.names import LABEL_VOCABULARY, TRAIN_STAGE
 from dtfx.components.trainer.stats import TrainStats
 from dtfx.pipeline.run_summary import RunSummary
 
 SAVED_MODEL_FILE = "saved_model.pb"
 SERVING_SUBDIR = "Format-Serving"  # where TFX's Trainer puts the SavedModel inside a Model artifact
+MODEL_OUTPUT = "model"  # the Trainer's output of the trained model (TFX standard_component_specs.MODEL_KEY)
+ASSETS_SUBDIR = "assets"  # where a SavedModel keeps its asset files
 
 
 def load_summary(run_dir: str) -> RunSummary:
@@ -212,6 +215,23 @@ def saved_model_dir(model_uri: str) -> str | None:
         if os.path.isfile(os.path.join(candidate, SAVED_MODEL_FILE)):
             return candidate
     return None
+
+
+def trained_model_dir(summary: RunSummary) -> str | None:
+    """The SavedModel directory of the model this run trained, if it is still there."""
+    model_uri = output_uri(summary, TRAIN_STAGE, MODEL_OUTPUT)
+    return saved_model_dir(model_uri) if model_uri else None
+
+
+def read_class_names(summary: RunSummary) -> list[str]:
+    """The label's classes in class-index order, from the trained model's assets; empty when unknown (a regression,
+    or the model is gone)."""
+    model_dir = trained_model_dir(summary)
+    path = os.path.join(model_dir, ASSETS_SUBDIR, LABEL_VOCABULARY) if model_dir else ""
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.read().splitlines()
 
 
 def directory_size(path: str) -> int:

@@ -41,7 +41,7 @@ class SliceMetrics:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quietly() -> Iterator[None]:
     """Silences what importing TFMA prints: TensorFlow's start-up errors about CUDA plugins, deprecation warnings.
 
     TF_CPP_MIN_LOG_LEVEL is read when TensorFlow loads, so it matters only for the first import;
@@ -75,7 +75,7 @@ def slice_name(slice_key) -> str:
 
 def read_evaluation(uri: str) -> tuple[list[SliceMetrics], bool | None]:
     """Metrics per slice of the evaluation at `uri`, with their threshold failures, and whether validation passed."""
-    with _quiet():
+    with quietly():
         import tensorflow_model_analysis as tfma
 
         per_slice = list(tfma.load_metrics(uri))

@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 
 from dtfx.pipeline.layout import REPORT_FILE
-from dtfx.pipeline.report import artifacts, replicas, results, sections
+from dtfx.pipeline.report import artifacts, curves, replicas, results, sections
 from dtfx.pipeline.report.markup import badge, esc, facts, unavailable
 from dtfx.pipeline.run_summary import RunSummary
 
@@ -63,7 +63,13 @@ svg text.node-label { font-size: 13px; font-weight: 600; }
 svg text.node-detail { font-size: 11px; fill: #555; }
 svg text.chart-title { font-size: 13px; font-weight: 600; }
 svg text.tick, svg text.axis-label, svg text.bar-label { font-size: 10px; fill: #555; }
-svg.curve { background: #fff; border: 1px solid var(--line); border-radius: 6px; }
+svg.curve, svg.bars { background: #fff; border: 1px solid var(--line); border-radius: 6px; }
+table.confusion { width: auto; margin: 4px 0 12px; }
+table.confusion th, table.confusion td { text-align: center; min-width: 76px; font-variant-numeric: tabular-nums; }
+table.confusion tbody th { text-align: left; }
+table.confusion th.corner { font-weight: normal; color: var(--muted); font-size: 12px; }
+table.confusion .rate { display: block; font-size: 11px; color: #4b5563; }
+table.confusion td.empty { color: #b0b5bd; }
 """
 
 SECTIONS: list[tuple[str, str, Callable[[RunSummary], str]]] = [
@@ -72,6 +78,7 @@ SECTIONS: list[tuple[str, str, Callable[[RunSummary], str]]] = [
     ("training", "Training", results.training_section),
     ("replicas", "Replicas", replicas.replicas_section),
     ("evaluation", "Evaluation", results.evaluation_section),
+    ("plots", "Evaluation plots", curves.plots_section),
     ("model", "Model", results.model_section),
     ("config", "Config", sections.config_section),
 ]

@@ -198,8 +198,7 @@ def model_section(summary: RunSummary) -> str:
     else:
         reason = push.reason or why_missing(summary, PUSH_STAGE) or "nothing was pushed"
         body = f"<p>{badge('not pushed', 'neutral')} {esc(reason)}</p>"
-        model_uri = artifacts.output_uri(summary, TRAIN_STAGE, "model")
-        model_dir = artifacts.saved_model_dir(model_uri) if model_uri else None
+        model_dir = artifacts.trained_model_dir(summary)
         if model_dir is None:
             return section("model", title, body + '<p class="muted">No trained model in this run.</p>', "not-run")
         body += f"<p>Trained model (not pushed): <code>{esc(model_dir)}</code></p>"

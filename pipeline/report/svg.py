@@ -173,54 +173,168 @@ def _ticks(low: float, high: float, count: int = 5, integer: bool = False, outwa
     return ticks
 
 
+@dataclass(frozen=True)
+class Reference:
+    """A dashed grey line drawn under a chart's series, with its own legend entry: the diagonal of a chance ROC curve,
+    the line where predicted equals actual."""
+
+    name: str
+    points: Sequence[tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """The plot area of a chart in pixels and the data range it shows."""
+
+    left: float
+    top: float
+    width: float
+    height: float
+    x_low: float
+    x_high: float
+    y_low: float
+    y_high: float
+
+    def x(self, value: float) -> float:
+        return self.left + (value - self.x_low) / (self.x_high - self.x_low) * self.width
+
+    def y(self, value: float) -> float:
+        return self.top + (1 - (value - self.y_low) / (self.y_high - self.y_low)) * self.height
+
+    def path(self, points: Sequence[tuple[float, float]]) -> str:
+        return " ".join(f"{self.x(x):.1f},{self.y(y):.1f}" for x, y in points)
+
+
+def _range(values: Sequence[float], fixed: tuple[float, float] | None, pad: float) -> tuple[float, float]:
+    """`fixed`, or the values' extent, widened by `pad` on each side when it is a single value."""
+    if fixed is not None:
+        return fixed
+    low, high = min(values), max(values)
+    return (low - pad, high + pad) if high == low else (low, high)
+
+
+def _legend(entries: Sequence[tuple[str, str, bool]], left: float, width: float) -> tuple[list[str], int]:
+    """Legend rows under the title: (name, colour, dashed) entries laid out left to right, wrapping at `width`.
+
+    Returns the markup and the number of rows. Each entry is as wide as its text, so that long names (a class and its
+    AUC) neither overlap nor get cut; a name beyond 28 characters is shortened.
+    """
+    body, x, row = [], left, 0
+    for name, colour, dashed in entries:
+        shown = name if len(name) <= 28 else name[:27] + "…"
+        entry_width = 20 + 6.2 * len(shown)
+        if x > left and x + entry_width > width:
+            x, row = left, row + 1
+        y = 32 + 14 * row
+        if dashed:
+            body.append(f'<line x1="{x:.1f}" y1="{y - 4}" x2="{x + 10:.1f}" y2="{y - 4}" stroke="{colour}" '
+                        'stroke-width="2" stroke-dasharray="3 2"/>')
+        else:
+            body.append(f'<rect x="{x:.1f}" y="{y - 9}" width="10" height="10" fill="{colour}"/>')
+        body.append(_text(x + 14, y, shown, css_class="legend"))
+        x += entry_width + 12
+    return body, row + 1 if entries else 0
+
+
+def _axes(frame: _Frame, x_ticks: Sequence[float], y_ticks: Sequence[float], x_label: str, y_label: str,
+          height: float) -> list[str]:
+    """Grid lines and tick labels of the y axis, tick labels of the x axis, the axis lines and their labels."""
+    body = []
+    right = frame.left + frame.width
+    bottom = frame.top + frame.height
+    for tick in y_ticks:
+        body.append(f'<line x1="{frame.left}" y1="{frame.y(tick):.1f}" x2="{right}" y2="{frame.y(tick):.1f}" stroke="#e5e5e5"/>')
+        body.append(_text(frame.left - 5, frame.y(tick) + 4, tick_label(tick), "end", "tick"))
+    for tick in x_ticks:
+        body.append(_text(frame.x(tick), bottom + 15, tick_label(tick), "middle", "tick"))
+    body.append(f'<polyline points="{frame.left},{frame.top} {frame.left},{bottom} {right},{bottom}" fill="none" stroke="#777"/>')
+    body.append(_text(frame.left + frame.width / 2, height - 6, x_label, "middle", "axis-label"))
+    if y_label:
+        middle = frame.top + frame.height / 2
+        body.append(f'<text x="12" y="{middle:.1f}" text-anchor="middle" class="axis-label" '
+                    f'transform="rotate(-90 12 {middle:.1f})">{escape(y_label)}</text>')
+    return body
+
+
 def line_chart(
-    series: dict[str, Sequence[tuple[float, float]]], title: str, x_label: str, width: int = 340, height: int = 220
+    series: dict[str, Sequence[tuple[float, float]]],
+    title: str,
+    x_label: str,
+    width: int = 340,
+    height: int = 220,
+    *,
+    y_label: str = "",
+    x_range: tuple[float, float] | None = None,
+    y_range: tuple[float, float] | None = None,
+    reference: Reference | None = None,
+    markers: bool = True,
+    same_scale: bool = False,
 ) -> str:
-    """Curves of (x, y) points, one per named series, with axes, ticks and a legend."""
-    left, right, top, bottom = 52, 12, 44, 38
+    """Curves of (x, y) points, one per named series, with axes, ticks and a legend.
+
+    `x_range` and `y_range` fix what the axes show (0 to 1 for rates); `same_scale` gives both axes the range of all
+    values, rounded out to ticks (predicted against actual); `reference` adds a dashed line (a chance curve);
+    `markers` puts a dot with its value as tooltip on every point (off for curves of many points).
+    """
     points = [(x, y) for values in series.values() for x, y in values if math.isfinite(y)]
+    if same_scale and points:
+        ticks = _ticks(*_range([v for point in points for v in point], None, 1), outward=True)
+        x_range = y_range = (ticks[0], ticks[-1])
     body = [_text(8, 16, title, css_class="chart-title")]
     if not points:
         body.append(_text(width / 2, height / 2, "no values", "middle"))
         return _svg(width, height, "curve", title, body)
-    x_low, x_high = min(x for x, _ in points), max(x for x, _ in points)
-    y_low, y_high = min(y for _, y in points), max(y for _, y in points)
-    if y_high == y_low:
-        y_low, y_high = y_low - 0.5, y_high + 0.5
-    if x_high == x_low:
-        x_low, x_high = x_low - 1, x_high + 1
-    y_ticks = _ticks(y_low, y_high, outward=True)
-    y_low, y_high = y_ticks[0], y_ticks[-1]
-    plot_w, plot_h = width - left - right, height - top - bottom
-
-    def sx(x: float) -> float:
-        return left + (x - x_low) / (x_high - x_low) * plot_w
-
-    def sy(y: float) -> float:
-        return top + (1 - (y - y_low) / (y_high - y_low)) * plot_h
-
-    for tick in y_ticks:
-        body.append(f'<line x1="{left}" y1="{sy(tick):.1f}" x2="{width - right}" y2="{sy(tick):.1f}" stroke="#e5e5e5"/>')
-        body.append(_text(left - 5, sy(tick) + 4, tick_label(tick), "end", "tick"))
+    colours = {name: SERIES_COLOURS[index % len(SERIES_COLOURS)] for index, name in enumerate(series)}
+    entries = [(name, colours[name], False) for name in series]
+    if reference is not None:
+        entries.append((reference.name, "#888", True))
+    # The legend has rows of its own under the title, so that it never hides a curve or the title.
+    legend, rows = _legend(entries, 52 + (14 if y_label else 0), width - 12)
+    left, top, bottom = 52 + (14 if y_label else 0), 30 + 14 * max(rows, 1), 38
+    x_low, x_high = _range([x for x, _ in points], x_range, 1)
+    y_low, y_high = _range([y for _, y in points], y_range, 0.5)
+    y_ticks = _ticks(y_low, y_high, outward=y_range is None)
+    if y_range is None:
+        y_low, y_high = y_ticks[0], y_ticks[-1]
+    frame = _Frame(left, top, width - left - 12, height - top - bottom, x_low, x_high, y_low, y_high)
     integer_x = all(float(x).is_integer() for x, _ in points)
-    for tick in _ticks(x_low, x_high, integer=integer_x):
-        body.append(_text(sx(tick), top + plot_h + 15, tick_label(tick), "middle", "tick"))
-    body.append(
-        f'<polyline points="{left},{top} {left},{top + plot_h} {width - right},{top + plot_h}" fill="none" stroke="#777"/>'
-    )
-    body.append(_text(left + plot_w / 2, height - 6, x_label, "middle", "axis-label"))
-    for index, (name, values) in enumerate(series.items()):
-        colour = SERIES_COLOURS[index % len(SERIES_COLOURS)]
+    body += _axes(frame, _ticks(x_low, x_high, integer=integer_x), y_ticks, x_label, y_label, height)
+    if reference is not None:
+        body.append(f'<polyline class="reference" points="{frame.path(reference.points)}" fill="none" stroke="#888" '
+                    'stroke-width="1.2" stroke-dasharray="4 3"/>')
+    for name, values in series.items():
         finite = [(x, y) for x, y in values if math.isfinite(y)]
-        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in finite)
-        body.append(f'<polyline class="series" points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
-        for x, y in finite:
-            body.append(
-                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{colour}">'
-                f"<title>{escape(f'{name} at {fmt(x)}: {fmt(y)}')}</title></circle>"
-            )
-        # The legend has a row of its own under the title, so that it never hides a curve or the title.
-        legend_x = left + 100 * index
-        body.append(f'<rect x="{legend_x}" y="23" width="10" height="10" fill="{colour}"/>')
-        body.append(_text(legend_x + 14, 32, name if len(name) <= 12 else name[:11] + "…", css_class="legend"))
-    return _svg(width, height, "curve", title, body)
+        body.append(f'<polyline class="series" points="{frame.path(finite)}" fill="none" stroke="{colours[name]}" '
+                    'stroke-width="2"/>')
+        if markers:
+            body += [f'<circle cx="{frame.x(x):.1f}" cy="{frame.y(y):.1f}" r="2.5" fill="{colours[name]}">'
+                     f"<title>{escape(f'{name} at {fmt(x)}: {fmt(y)}')}</title></circle>" for x, y in finite]
+    return _svg(width, height, "curve", title, body + legend)
+
+
+def bar_chart(values: Sequence[tuple[str, float, str]], title: str, x_label: str, y_label: str,
+              width: int = 340, height: int = 220) -> str:
+    """Vertical bars of (category, value, tooltip) from a zero line: up for positive values, down for negative ones."""
+    body = [_text(8, 16, title, css_class="chart-title")]
+    finite = [value for _, value, _ in values if math.isfinite(value)]
+    if not finite:
+        body.append(_text(width / 2, height / 2, "no values", "middle"))
+        return _svg(width, height, "bars", title, body)
+    left, top, bottom = 66, 30, 38
+    low, high = min(0.0, *finite), max(0.0, *finite)
+    y_ticks = _ticks(low, high if high > low else low + 1, outward=True)
+    frame = _Frame(left, top, width - left - 12, height - top - bottom, 0, len(values), y_ticks[0], y_ticks[-1])
+    body += _axes(frame, [], y_ticks, x_label, y_label, height)
+    zero = frame.y(0.0)
+    body.append(f'<line x1="{frame.left}" y1="{zero:.1f}" x2="{frame.left + frame.width}" y2="{zero:.1f}" stroke="#777"/>')
+    slot = frame.width / len(values)
+    for index, (category, value, tooltip) in enumerate(values):
+        x = frame.left + index * slot
+        body.append(_text(x + slot / 2, frame.top + frame.height + 15, category, "middle", "tick"))
+        if not math.isfinite(value):
+            continue
+        y, bar_h = min(zero, frame.y(value)), abs(frame.y(value) - zero)
+        fill = "#4c78a8" if value >= 0 else "#e45756"
+        body.append(f'<rect x="{x + slot * 0.15:.1f}" y="{y:.1f}" width="{slot * 0.7:.1f}" height="{bar_h:.1f}" '
+                    f'fill="{fill}"><title>{escape(tooltip)}</title></rect>')
+    return _svg(width, height, "bars", title, body)

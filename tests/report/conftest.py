@@ -46,3 +46,11 @@ def penguin_runs(tmp_path_factory) -> dict[str, Path]:
         assert done.returncode == 0, done.stdout + done.stderr
     full, partial = sorted((root / "outputs" / "penguins" / "runs").iterdir())
     return {"full": build_report(full).parent, "partial": build_report(partial).parent}
+
+
+@pytest.fixture(scope="session")
+def evaluations(tmp_path_factory):
+    """Real TFMA evaluations with plots (tests/report/evaluations.py): binary, three classes and regression."""
+    from tests.report.evaluations import evaluate_all
+
+    return evaluate_all(tmp_path_factory.mktemp("tfma"))
