@@ -24,13 +24,12 @@ import yaml
 from dtfx.pipeline import layout
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import Problem
-from dtfx.pipeline.kubeflow.platform import mount_of
+from dtfx.pipeline.kubeflow.platform import kubernetes_quantities, mount_of
 from dtfx.pipeline.kubeflow_config import (
     INFERENCE_SERVICE_NAME,
     INFERENCE_SERVICE_NAME_WORDS,
     TF_SERVING_GPU_SUFFIX,
     KubeflowSection,
-    StepResources,
     requests_nvidia_gpus,
 )
 from dtfx.pipeline.yaml_source import key_lines, line_of
@@ -101,7 +100,7 @@ def manifest(config: Config) -> dict:
         "runtimeVersion": serving.runtime_version or default_runtime_version(requests_nvidia_gpus(serving.resources)),
     }
     if serving.resources is not None:
-        quantities = resource_quantities(serving.resources)
+        quantities = kubernetes_quantities(serving.resources)
         tensorflow["resources"] = {"requests": quantities, "limits": dict(quantities)}
     predictor: dict = {}
     account = serving.service_account or config.kubeflow.service_account
@@ -123,18 +122,6 @@ def default_runtime_version(nvidia_gpus: bool) -> str:
     from importlib import metadata
 
     return metadata.version(TF_SERVING_API) + (TF_SERVING_GPU_SUFFIX if nvidia_gpus else "")
-
-
-def resource_quantities(wanted: StepResources) -> dict[str, str]:
-    """Kubernetes resource quantities (requests or limits) for `wanted`."""
-    quantities = {}
-    if wanted.cpu is not None:
-        quantities["cpu"] = str(int(wanted.cpu)) if float(wanted.cpu).is_integer() else str(wanted.cpu)
-    if wanted.memory is not None:
-        quantities["memory"] = wanted.memory
-    if wanted.gpu:
-        quantities[wanted.gpu_type] = str(wanted.gpu)
-    return quantities
 
 
 def write_inference_service(config: Config, output: str) -> str | None:

@@ -226,6 +226,18 @@ def steps_in_job_pods(config: Config) -> frozenset[str]:
     return frozenset([TRAIN_STAGE]) if cluster.multi_process(config.trainer.distribution.settings()) else frozenset()
 
 
+def kubernetes_quantities(wanted: StepResources) -> dict[str, str]:
+    """Kubernetes resource quantities (a container's requests or limits) for `wanted`: whole CPUs as integers."""
+    quantities = {}
+    if wanted.cpu is not None:
+        quantities["cpu"] = str(int(wanted.cpu)) if float(wanted.cpu).is_integer() else str(wanted.cpu)
+    if wanted.memory is not None:
+        quantities["memory"] = wanted.memory
+    if wanted.gpu:
+        quantities[wanted.gpu_type] = str(wanted.gpu)
+    return quantities
+
+
 def training_job_settings(config: Config) -> JobSettings | None:
     """The settings of the train step's training job (the `kubeflow` section, as it applies to the train step), or
     None when the strategy trains in one process. The volume must be set (checks.cluster_problems says so)."""
@@ -234,14 +246,7 @@ def training_job_settings(config: Config) -> JobSettings | None:
     if not cluster.multi_process(config.trainer.distribution.settings()) or mount is None:
         return None
     wanted = kubeflow.resources.get(TRAIN_STAGE)
-    resources: dict = {}
-    if wanted is not None:
-        if wanted.cpu is not None:
-            resources["cpu"] = str(int(wanted.cpu)) if float(wanted.cpu).is_integer() else str(wanted.cpu)
-        if wanted.memory is not None:
-            resources["memory"] = wanted.memory
-        if wanted.gpu:
-            resources[wanted.gpu_type] = str(wanted.gpu)
+    resources = kubernetes_quantities(wanted) if wanted is not None else {}
     secrets = [secret for secret in kubeflow.secrets if secret.steps is None or TRAIN_STAGE in secret.steps]
     return JobSettings(
         operator=kubeflow.training_operator,
