@@ -196,3 +196,37 @@ def watch_launches(on_event: Callable[[str, str], None]) -> Iterator[None]:
         yield
     finally:
         launcher.Launcher.launch = original
+
+
+# --- Beam: hot-key fanout under cloudpickle in several threads ----------------------------------------
+
+
+def own_class_per_unpickled_combine_fn() -> None:
+    """Gives every combine function that cloudpickle unpickles from a class defined inside a function a class of its
+    own, as Beam's default pickler (dill) does, so that its class's methods are bound to it and not to another copy.
+
+    Upstream: Beam 2.59's hot-key fanout (`CombinePerKey.with_hot_key_fanout`, transforms/core.py,
+    `_CombinePerKeyWithHotKeyFanout.expand`), which TFMA 0.47 combines every slice's metrics with, defines PreCombineFn
+    and PostCombineFn inside `expand`, their `setup`, `add_input`, `compact`... class attributes bound to the wrapped
+    combine function. cloudpickle 2.2 (dtfx's `--pickle_library`) unpickles such a class as the one class of its
+    tracker id (cloudpickle.py, `_lookup_class_or_track`) and sets its attributes again (`_class_setstate`): every copy
+    in the process shares one class, bound to the copy unpickled last. The DirectRunner's multi_threading mode unpickles
+    a stage in several threads, so one copy's `setup` runs and another copy's `compact` is called: TFMA's
+    `tf_metric_wrapper._CompilableMetricsCombiner.compact` then fails with "TypeError: 'NoneType' object is not
+    subscriptable" (it makes its Keras metrics in `setup`). Beam issue #26209. Idempotent.
+    """
+    from apache_beam.transforms.core import CombineFn
+    from cloudpickle import cloudpickle
+
+    original = cloudpickle._lookup_class_or_track
+    if getattr(original, "dtfx_own_class", False):
+        return
+
+    def _lookup_class_or_track(class_tracker_id, class_def):
+        if isinstance(class_def, type) and issubclass(class_def, CombineFn):
+            return class_def
+        return original(class_tracker_id, class_def)
+
+    _lookup_class_or_track.dtfx_own_class = True
+    _lookup_class_or_track.__wrapped__ = original
+    cloudpickle._lookup_class_or_track = _lookup_class_or_track

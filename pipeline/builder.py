@@ -249,16 +249,25 @@ def debug_options(debug: DebugSection) -> DebugOptions:
 
 
 def eval_config(config: Config) -> tfma.EvalConfig:
-    """TFMA settings: metrics on the eval split, blessing only within every configured threshold."""
+    """TFMA settings: metrics on the eval split, blessing only within every configured threshold.
+
+    The per-class metrics (registry.metrics) get a metrics spec of their own, which the evaluate step completes once
+    it knows the model's classes (dtfx.components.evaluator.classes): the positive class of a binary label, the macro
+    average of more.
+    """
     label_key = transformed_name(config.data.label)
     prediction_key = "scores" if config.data.task == "classification" else "predictions"
     names = list(dict.fromkeys([*config.metric_names()[:1], "example_count", *config.evaluator.thresholds]))
-    metrics = []
+    plain, per_class = [], []
     for name in names:
+        entry = METRICS.get(name)
         bounds = config.evaluator.thresholds.get(name)
-        threshold = _threshold(name, bounds) if bounds else None
-        tfma_class = METRICS.get(name).tfma_class
-        metrics.append(tfma.MetricConfig(class_name=tfma_class, config=json.dumps({"name": name}), threshold=threshold))
+        options = {"name": name, **dict(entry.options)}
+        if entry.at_decision_threshold:
+            options["thresholds"] = [config.evaluator.decision_threshold]
+        metric = tfma.MetricConfig(class_name=entry.tfma_class, module=entry.module, config=json.dumps(options),
+                                   threshold=_threshold(name, bounds) if bounds else None)
+        (per_class if entry.per_class else plain).append(metric)
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
@@ -269,7 +278,7 @@ def eval_config(config: Config) -> tfma.EvalConfig:
             )
         ],
         slicing_specs=[tfma.SlicingSpec()],
-        metrics_specs=[tfma.MetricsSpec(metrics=metrics)],
+        metrics_specs=[tfma.MetricsSpec(metrics=metrics) for metrics in (plain, per_class) if metrics],
     )
 
 
@@ -282,7 +291,10 @@ def _threshold(name: str, bounds) -> tfma.MetricThreshold:
     if bounds.max_regression is not None:
         # TFMA compares candidate - baseline strictly; the epsilon lets an equal model pass at 0.
         allowed = bounds.max_regression + 1e-10
-        lower_better = not METRICS.get(name).higher_is_better
+        higher_is_better = METRICS.get(name).higher_is_better
+        if higher_is_better is None:  # the loader refuses it first (registry.metrics.unreachable_bounds)
+            raise ValueError(f"evaluator.thresholds.{name}.max_regression: {name} has no better direction")
+        lower_better = not higher_is_better
         change = tfma.GenericChangeThreshold(
             direction=tfma.MetricDirection.LOWER_IS_BETTER if lower_better else tfma.MetricDirection.HIGHER_IS_BETTER,
             absolute={"value": allowed if lower_better else -allowed},

@@ -486,6 +486,10 @@ class EvaluatorSection(Section):
         description="Metric name to bounds; the model is pushed only if every metric is within its bounds. "
         + " ".join(f"{task.capitalize()}: {', '.join(metrics_for(task))}." for task in TASKS),
     )
+    decision_threshold: FiniteFloat = Field(
+        0.5, gt=0, lt=1, description="precision, recall and f1 count an example as predicted in a class when the "
+        "class's score is above this: the positive class of a binary label; each class, one against the others, of more.",
+    )
 
 
 class PusherSection(Section):

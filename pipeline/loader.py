@@ -232,8 +232,9 @@ def _given(section: dict[str, Any], model: type[Section], key: str) -> Any:
 
 def _unreachable_bounds(path: str, metric: str, bounds: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     """A bound outside the values the metric can take would never bless a model, like having no threshold."""
-    lower, upper = (bounds.get(key) for key in ("lower_bound", "upper_bound"))
-    found = unreachable_bounds(metric, lower if _is_number(lower) else None, upper if _is_number(upper) else None)
+    lower, upper, change = (bounds.get(key) for key in ("lower_bound", "upper_bound", "max_regression"))
+    found = unreachable_bounds(metric, lower if _is_number(lower) else None, upper if _is_number(upper) else None,
+                               change if _is_number(change) else None)
     return [Problem(f"{path}.{key}", message, line_of(f"{path}.{key}", lines) or line_of(path, lines))
             for key, message in found]
 

@@ -103,6 +103,8 @@ def _trainer(outputs) -> TrainStats | None:
 def _evaluator(outputs) -> Evaluation:
     import tensorflow_model_analysis as tfma  # heavy; only once there is an evaluation
 
+    from dtfx.components.evaluator.tfma_files import failure_reason
+
     evaluation, blessing = outputs.get(EVALUATION_OUTPUT), outputs.get(BLESSING_OUTPUT)
     metrics = {}
     for per_slice in tfma.load_metrics(evaluation.uri) if evaluation else []:
@@ -118,9 +120,8 @@ def _evaluator(outputs) -> Evaluation:
         for per_slice in result.metric_validations_per_slice:
             for failure in per_slice.failures:
                 kind = "change against the last pushed model" if failure.metric_key.is_diff else "value"
-                failures.append(
-                    f"{failure.metric_key.name} ({kind}) = {failure.metric_value.double_value.value:.4g}: {failure.message}"
-                )
+                value = failure.metric_value.double_value.value
+                failures.append(f"{failure.metric_key.name} ({kind}) = {value:.4g}: {failure_reason(failure)}")
     blessed = bool(blessing and blessing.custom_properties["blessed"].int_value) if blessing else False
     return Evaluation(metrics=metrics, blessed=blessed, failed_thresholds=failures)
 

@@ -124,14 +124,14 @@ def test_every_problem_is_reported_at_once_with_its_line(tmp_path):
         "  train_steps: -1\n"
         "  colour: blue\n"
         "evaluator:\n"
-        "  thresholds: {auc: {lower_bound: 0.9}}\n"
+        "  thresholds: {auroc: {lower_bound: 0.9}}\n"
     )
     problems = problems_of(path)
     assert any(p.startswith("pipeline.name (line 1):") for p in problems)
     assert "data.task (line 5): should be 'classification' or 'regression', not 'clasification'" in problems
     assert any(p.startswith("trainer.train_steps (line 7):") for p in problems)
     assert "trainer.colour (line 8): unknown key" in problems
-    assert any(p.startswith("evaluator.thresholds.auc (line 10): unknown metric") for p in problems)
+    assert any(p.startswith("evaluator.thresholds.auroc (line 10): unknown metric") for p in problems)
     assert "data.path (line 3): no data file at /no/such/data.csv" in problems
 
 

@@ -2,12 +2,13 @@
 
 TFMA turns every example's label and prediction into numpy arrays in Python
 (`metric_util.to_label_prediction_example_weight`) before a metric sees them: at 1M taxi rows that loop is most of
-a 40-second evaluation. dtfx's metrics (registry.metrics) are means over the examples, so here each batch of
-serialized eval examples goes once through each model's preprocessing signature (for the label, as TFMA takes it
-with `preprocessing_function_names`) and its serving signature (for the prediction), and numpy adds the batch up.
+a 40-second evaluation. Here each batch of serialized eval examples goes once through each model's preprocessing
+signature (for the label, as TFMA takes it with `preprocessing_function_names`) and its serving signature (for the
+prediction), numpy adds the batch to running sums (`sums`), and every metric of registry.metrics is a function of
+those sums (`sums.PLAIN_VALUES`, `sums.CLASS_VALUES`), computed as TFMA computes it.
 
-`unsupported` says why an EvalConfig needs TFMA (slices, example weights, another metric, confidence intervals);
-the executor then runs TFMA on Beam.
+`unsupported` says why an EvalConfig needs TFMA (slices, example weights, another metric or metric option, confidence
+intervals); the executor then runs TFMA on Beam.
 """
 
 from __future__ import annotations
@@ -21,62 +22,34 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 import tensorflow_model_analysis as tfma
-from tensorflow_model_analysis.metrics import metric_types
+from tensorflow_model_analysis.metrics import metric_specs, metric_types
 
 from dtfx.components.content_digest import directory_digest
+from dtfx.components.evaluator import sums as metric_sums
+from dtfx.components.registry.metrics import METRICS
 
 # Examples per signature call: up to MAX_BATCH (a call's fixed cost spread thin), fewer where the examples are big
 # (images), so that a batch holds about BATCH_BYTES of serialized examples.
 MAX_BATCH = 4096
 BATCH_BYTES = 4 << 20
+_REGISTERED = {metric.tfma_class: metric for metric in METRICS}
+_MACRO = metric_types.AggregationType(macro_average=True)
 
 
-@dataclass
-class _Sums:
-    """What the supported metrics are made of, summed over the examples seen so far."""
+@dataclass(frozen=True)
+class _Value:
+    """One value a metrics spec asks of each of its models: a metric of the whole label, of one class, or the macro
+    average of classes (`class_weights`, TFMA's weights of the mean)."""
 
-    examples: int = 0
-    correct: float = 0.0  # examples whose highest-scored class is the label
-    # Errors (prediction - label) that are numbers: a missing label is NaN after Transform.
-    errors: int = 0
-    squared_error: float = 0.0
-    absolute_error: float = 0.0
-    nan_errors: int = 0
+    class_name: str
+    config: dict
+    sub_key: metric_types.SubKey | None = None
+    aggregation_type: metric_types.AggregationType | None = None
+    class_weights: tuple[tuple[int, float], ...] = ()
 
-
-def _example_count(sums: _Sums) -> float:
-    return float(sums.examples)
-
-
-def _accuracy(sums: _Sums) -> float:
-    return sums.correct / sums.examples if sums.examples else float("nan")
-
-
-# TFMA's own mean squared and absolute errors leave out the examples whose error is NaN; Keras' root mean squared
-# error, which TFMA runs for RootMeanSquaredError, does not, so one NaN makes it NaN. Both kept as TFMA has them, so
-# that every runner gives the same figures.
-def _mean_squared_error(sums: _Sums) -> float:
-    return sums.squared_error / sums.errors if sums.errors else float("nan")
-
-
-def _mean_absolute_error(sums: _Sums) -> float:
-    return sums.absolute_error / sums.errors if sums.errors else float("nan")
-
-
-def _root_mean_squared_error(sums: _Sums) -> float:
-    return float("nan") if sums.nan_errors else float(np.sqrt(_mean_squared_error(sums)))
-
-
-# TFMA's metric class names (as registry.metrics gives them to the EvalConfig) -> the value from the sums.
-METRIC_VALUES = {
-    "ExampleCount": _example_count,
-    "SparseCategoricalAccuracy": _accuracy,
-    "MeanSquaredError": _mean_squared_error,
-    "MeanAbsoluteError": _mean_absolute_error,
-    "RootMeanSquaredError": _root_mean_squared_error,
-}
-_NEEDS_CLASS_SCORES = {"SparseCategoricalAccuracy"}
-_NEEDS_ERRORS = {"MeanSquaredError", "MeanAbsoluteError", "RootMeanSquaredError"}
+    def key(self, model_name: str) -> metric_types.MetricKey:
+        return metric_types.MetricKey(name=self.config["name"], model_name=model_name, sub_key=self.sub_key,
+                                      aggregation_type=self.aggregation_type, example_weighted=False)
 
 
 def unsupported(eval_config: tfma.EvalConfig) -> str:
@@ -92,14 +65,44 @@ def unsupported(eval_config: tfma.EvalConfig) -> str:
         if spec != plain or not spec.label_key or not spec.prediction_key or len(spec.preprocessing_function_names) > 1:
             return f"model spec {spec.name!r} beyond one label key, one prediction key and one preprocessing function"
     for metrics_spec in eval_config.metrics_specs:
-        if metrics_spec != tfma.MetricsSpec(metrics=metrics_spec.metrics, model_names=metrics_spec.model_names,
-                                            thresholds=metrics_spec.thresholds):
-            return "metrics specs with options (binarization, aggregation, output names, example weights)"
-        for metric in metrics_spec.metrics:
-            config = json.loads(metric.config or "{}")
-            if metric.class_name not in METRIC_VALUES or metric.module or set(config) != {"name"}:
-                return f"metric {metric.class_name} {metric.config or '(no name)'}"
+        reason = _unsupported_spec(metrics_spec)
+        if reason:
+            return reason
     return ""
+
+
+def _unsupported_spec(metrics_spec: tfma.MetricsSpec) -> str:
+    """Why the batched computation cannot give this metrics spec's values, or empty."""
+    allowed = tfma.MetricsSpec(metrics=metrics_spec.metrics, model_names=metrics_spec.model_names,
+                               thresholds=metrics_spec.thresholds)
+    class_ids = metrics_spec.binarize.class_ids.values
+    macro = metrics_spec.aggregate.macro_average and metrics_spec.aggregate.class_weights
+    if class_ids:
+        allowed.binarize.class_ids.values.extend(class_ids)
+    if macro:
+        allowed.aggregate.macro_average = True
+        allowed.aggregate.class_weights.update(metrics_spec.aggregate.class_weights)
+    if metrics_spec != allowed or (class_ids and macro):
+        return ("metrics specs with options (binarization or aggregation other than class ids or a macro average, "
+                "output names, example weights)")
+    for metric in metrics_spec.metrics:
+        entry = _REGISTERED.get(metric.class_name)
+        if entry is None or metric.module != entry.module or json.loads(metric.config or "{}") != _expected_config(metric):
+            return f"metric {metric.class_name} {metric.config or '(no name)'}"
+        if entry.per_class != bool(class_ids or macro):
+            return f"metric {metric.class_name} {'without' if entry.per_class else 'with'} classes to score"
+    return ""
+
+
+def _expected_config(metric: tfma.MetricConfig) -> dict:
+    """The config the builder gives `metric` (registry.metrics), with the name and decision threshold it has."""
+    config = json.loads(metric.config or "{}")
+    entry = _REGISTERED[metric.class_name]
+    expected = {"name": config.get("name"), **dict(entry.options)}
+    threshold = config.get("thresholds")
+    if entry.at_decision_threshold and isinstance(threshold, list) and len(threshold) == 1:
+        expected["thresholds"] = threshold
+    return expected if isinstance(expected["name"], str) else {}
 
 
 @dataclass
@@ -110,25 +113,23 @@ class _Model:
     loaded: object  # the SavedModel: its signatures hold its variables and tables only through it
     serve: tf.types.experimental.ConcreteFunction
     preprocess: tf.types.experimental.ConcreteFunction | None
-    wants_class_scores: bool
-    wants_errors: bool
-    sums: _Sums = field(default_factory=_Sums)
+    values: list[_Value]
+    sums: metric_sums.Sums = field(default_factory=metric_sums.Sums)
 
 
 def compute(eval_config: tfma.EvalConfig, model_paths: dict[str, str], example_files: list[str]
             ) -> dict[metric_types.MetricKey, float]:
     """Every metric of `eval_config` for every model, keyed as TFMA keys them, with the candidate-minus-baseline
     differences when there is a baseline. `model_paths` maps each model spec's name to its SavedModel."""
-    names_by_model = _metric_names(eval_config)
-    models = [_load(spec, model_paths[spec.name], names_by_model[spec.name]) for spec in eval_config.model_specs]
+    values_by_model = _values(eval_config)
+    models = [_load(spec, model_paths[spec.name], values_by_model[spec.name]) for spec in eval_config.model_specs]
     for batch in _batches(example_files):
         for model in models:
             _add_batch(model, batch)
     values: dict[metric_types.MetricKey, float] = {}
     for model in models:
-        for name, class_name in names_by_model[model.spec.name].items():
-            key = metric_types.MetricKey(name=name, model_name=model.spec.name, example_weighted=False)
-            values[key] = METRIC_VALUES[class_name](model.sums)
+        for value in model.values:
+            values[value.key(model.spec.name)] = _value_of(value, model.sums)
     baseline = next((model.spec.name for model in models if model.spec.is_baseline), None)
     if baseline is not None:
         for key in list(values):
@@ -137,17 +138,63 @@ def compute(eval_config: tfma.EvalConfig, model_paths: dict[str, str], example_f
     return values
 
 
-def _metric_names(eval_config: tfma.EvalConfig) -> dict[str, dict[str, str]]:
-    """Model name -> {metric name: TFMA class name}, as the metrics specs assign them."""
-    names: dict[str, dict[str, str]] = {spec.name: {} for spec in eval_config.model_specs}
+def _values(eval_config: tfma.EvalConfig) -> dict[str, list[_Value]]:
+    """Model name -> the values its metrics specs ask of it, keyed as TFMA keys them (metric_specs._create_sub_keys):
+    the whole label; one value per class id of `binarize`; the mean of `aggregate.macro_average`."""
+    found: dict[str, list[_Value]] = {spec.name: [] for spec in eval_config.model_specs}
     for metrics_spec in eval_config.metrics_specs:
-        for model_name in metrics_spec.model_names or list(names):
-            for metric in metrics_spec.metrics:
-                names[model_name][json.loads(metric.config)["name"]] = metric.class_name
-    return names
+        for metric in metrics_spec.metrics:
+            config = json.loads(metric.config)
+            if metrics_spec.HasField("binarize"):
+                values = [_Value(metric.class_name, config, metric_types.SubKey(class_id=class_id), None,
+                                 ((class_id, 1.0),)) for class_id in metrics_spec.binarize.class_ids.values]
+            elif metrics_spec.aggregate.macro_average:
+                weights = tuple(sorted(metrics_spec.aggregate.class_weights.items()))
+                values = [_Value(metric.class_name, config, None, _MACRO, weights)]
+            else:
+                values = [_Value(metric.class_name, config)]
+            for model_name in metrics_spec.model_names or list(found):
+                found[model_name] += values
+    return found
 
 
-def _load(spec: tfma.ModelSpec, path: str, metrics: dict[str, str]) -> _Model:
+def _value_of(value: _Value, sums: metric_sums.Sums) -> float:
+    """The value from the sums: a metric of the whole label, or TFMA's weighted mean over classes
+    (aggregation.macro_average: sum of weight * value over the sum of the weights)."""
+    if not value.class_weights:
+        return metric_sums.PLAIN_VALUES[value.class_name](sums)
+    metric = _tfma_metric(value.class_name, json.dumps(value.config, sort_keys=True))
+    per_class = metric_sums.CLASS_VALUES[value.class_name]
+    if value.aggregation_type is None:
+        [(class_id, _)] = value.class_weights
+        return per_class(sums.classes[class_id], metric)
+    total = sum(per_class(sums.classes[class_id], metric) * weight for class_id, weight in value.class_weights)
+    weights = sum(weight for _, weight in value.class_weights)
+    return total / weights if weights else float("nan")
+
+
+@functools.cache
+def _tfma_metric(class_name: str, config: str) -> metric_types.Metric:
+    """TFMA's metric object for a metric config, whose own formulas some values use (AUC's area under a curve)."""
+    return metric_specs.metric_instance(tfma.MetricConfig(class_name=class_name, config=config))
+
+
+def _wants(values: list[_Value]) -> metric_sums.Wants:
+    """What the sums must hold for these values."""
+    class_names = {value.class_name for value in values}
+    class_ids = {class_id for value in values for class_id, _ in value.class_weights}
+    thresholds = {threshold for value in values for threshold in value.config.get("thresholds", [])
+                  if _REGISTERED[value.class_name].at_decision_threshold}
+    return metric_sums.Wants(
+        class_scores=bool(class_names & metric_sums.NEEDS_CLASS_SCORES),
+        errors=bool(class_names & metric_sums.NEEDS_ERRORS),
+        class_ids=tuple(sorted(class_ids)),
+        decision_thresholds=tuple(sorted(thresholds)),
+        histogram=bool(class_names & metric_sums.NEEDS_HISTOGRAM),
+    )
+
+
+def _load(spec: tfma.ModelSpec, path: str, values: list[_Value]) -> _Model:
     loaded = _loaded_saved_model(path)
     signatures = loaded.signatures
     missing = [name for name in [spec.signature_name or "serving_default", *spec.preprocessing_function_names]
@@ -155,9 +202,8 @@ def _load(spec: tfma.ModelSpec, path: str, metrics: dict[str, str]) -> _Model:
     if missing:
         raise ValueError(f"the model at {path} has no signature {', '.join(missing)} (it has: {', '.join(signatures)})")
     preprocess = signatures[spec.preprocessing_function_names[0]] if spec.preprocessing_function_names else None
-    return _Model(spec, loaded, signatures[spec.signature_name or "serving_default"], preprocess,
-                  wants_class_scores=bool(set(metrics.values()) & _NEEDS_CLASS_SCORES),
-                  wants_errors=bool(set(metrics.values()) & _NEEDS_ERRORS))
+    return _Model(spec, loaded, signatures[spec.signature_name or "serving_default"], preprocess, values,
+                  metric_sums.Sums(wants=_wants(values)))
 
 
 # SavedModels loaded in this process, newest last: digest of the content -> the loaded model. A process that runs the
@@ -226,17 +272,12 @@ def _add_batch(model: _Model, serialized: tf.Tensor) -> None:
                          f"{spec.prediction_key!r} (it has: {', '.join(outputs)})")
     labels = _one_per_example(label, f"label {spec.label_key!r}")
     predictions = outputs[spec.prediction_key].numpy()
-    model.sums.examples += len(labels)
-    if model.wants_class_scores:
-        scores = predictions.reshape(len(labels), -1)
-        model.sums.correct += float(np.sum(np.argmax(scores, axis=-1) == labels))
-    if model.wants_errors:
-        errors = _one_per_example(predictions, f"prediction {spec.prediction_key!r}") - labels
-        numbers = errors[~np.isnan(errors)]
-        model.sums.errors += len(numbers)
-        model.sums.nan_errors += len(errors) - len(numbers)
-        model.sums.squared_error += float(np.sum(np.square(numbers)))
-        model.sums.absolute_error += float(np.sum(np.abs(numbers)))
+    if model.sums.wants.class_scores:
+        model.sums.add_classification(labels, predictions.reshape(len(labels), -1))
+    elif model.sums.wants.errors:
+        model.sums.add_regression(labels, _one_per_example(predictions, f"prediction {spec.prediction_key!r}"))
+    else:
+        model.sums.examples += len(labels)
 
 
 def _one_per_example(tensor, what: str) -> np.ndarray:

@@ -10,6 +10,7 @@ Two differences from TFX's Evaluator executor:
   `batched_metrics` computes (the whole eval split, dtfx's metrics), the metrics are computed in the step's process
   from whole batches and written as TFMA writes them (`tfma_files`). Every other runner, and any other EvalConfig,
   gets TFX's executor and TFMA's Beam pipeline unchanged.
+Both paths evaluate the EvalConfig with its per-class metrics completed for the candidate's classes (`classes`).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
+from dtfx.components import compat
 from dtfx.components.baseline_model.executor import contains_model
-from dtfx.components.evaluator import batched_metrics, tfma_files
+from dtfx.components.evaluator import batched_metrics, classes, tfma_files
 from dtfx.components.without_beam import ComputesWithoutBeamInOneThread, runs_in_one_thread
 
 BASELINE_MODEL_KEY = standard_component_specs.BASELINE_MODEL_KEY
@@ -47,10 +49,13 @@ class Executor(ComputesWithoutBeamInOneThread, evaluator_executor.Executor):
             input_dict = {key: value for key, value in input_dict.items() if key != BASELINE_MODEL_KEY}
         eval_config = None
         if exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY):
-            eval_config = _eval_config(exec_properties, has_baseline=bool(input_dict.get(BASELINE_MODEL_KEY)))
+            completed = _completed_eval_config(exec_properties, input_dict.get(standard_component_specs.MODEL_KEY))
+            exec_properties = {**exec_properties, standard_component_specs.EVAL_CONFIG_KEY: proto_utils.proto_to_json(completed)}
+            eval_config = _with_defaults(completed, has_baseline=bool(input_dict.get(BASELINE_MODEL_KEY)))
         reason = self._why_tfma_pipeline(input_dict, exec_properties, eval_config)
         if reason:
             logging.info("Evaluating with TFMA's Beam pipeline: %s.", reason)
+            compat.own_class_per_unpickled_combine_fn()
             super().Do(input_dict, output_dict, exec_properties)
             return
         self._evaluate_in_process(input_dict, output_dict, exec_properties, eval_config)
@@ -91,11 +96,18 @@ class Executor(ComputesWithoutBeamInOneThread, evaluator_executor.Executor):
         _bless(blessing, candidate, baseline, validation.validation_ok, exec_properties)
 
 
-def _eval_config(exec_properties: dict[str, Any], has_baseline: bool) -> tfma.EvalConfig:
-    """The step's EvalConfig with TFMA's defaults, as stock Evaluator completes it (change thresholds dropped
-    without a baseline)."""
+def _completed_eval_config(exec_properties: dict[str, Any], models: list[types.Artifact] | None) -> tfma.EvalConfig:
+    """The step's EvalConfig, its per-class metrics completed for the candidate model's classes."""
     eval_config = tfma.EvalConfig()
     proto_utils.json_to_proto(exec_properties[standard_component_specs.EVAL_CONFIG_KEY], eval_config)
+    if not models:  # predictions read from the examples: TFMA's own defaults
+        return eval_config
+    return classes.completed_for_model(eval_config, _serving_path(artifact_utils.get_single_instance(models)))
+
+
+def _with_defaults(eval_config: tfma.EvalConfig, has_baseline: bool) -> tfma.EvalConfig:
+    """The EvalConfig with TFMA's defaults, as stock Evaluator completes it (change thresholds dropped without a
+    baseline)."""
     eval_config = tfma.utils.update_eval_config_with_defaults(eval_config, has_baseline=has_baseline, rubber_stamp=True)
     tfma.utils.verify_eval_config(eval_config)
     return eval_config

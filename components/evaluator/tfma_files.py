@@ -8,6 +8,7 @@ merge its writer runs), so a blessing means the same on either path.
 
 from __future__ import annotations
 
+import math
 import os
 
 import tensorflow as tf
@@ -52,3 +53,25 @@ def write(output_uri: str, eval_config: tfma.EvalConfig, metrics: dict[metric_ty
     path = os.path.join(output_uri, eval_config_writer.EVAL_CONFIG_FILE + "." + eval_config_writer.EVAL_CONFIG_FILE_FORMAT)
     with tf.io.gfile.GFile(path, "w") as handle:
         handle.write(json_format.MessageToJson(run))
+
+
+def failure_reason(failure: validation_result_pb2.ValidationFailure) -> str:
+    """Why a metric failed its threshold, in the config's words: the bound it is outside, or the change against the last
+    pushed model it exceeds. TFMA's own message (metrics_validator.validate_metrics) is empty unless the value could
+    not be compared at all."""
+    if failure.message.strip():
+        return " ".join(failure.message.split())
+    value, threshold = failure.metric_value.double_value.value, failure.metric_threshold
+    reasons = []
+    if threshold.HasField("value_threshold"):
+        bounds = threshold.value_threshold
+        if bounds.HasField("lower_bound") and not value >= bounds.lower_bound.value:
+            reasons.append(f"below lower_bound {bounds.lower_bound.value:g}")
+        if bounds.HasField("upper_bound") and not value <= bounds.upper_bound.value:
+            reasons.append(f"above upper_bound {bounds.upper_bound.value:g}")
+    if threshold.HasField("change_threshold"):
+        # The builder allows a hair more than max_regression, so that an equal model passes at 0.
+        allowed = round(abs(threshold.change_threshold.absolute.value), 9)
+        reasons.append(f"worse than the last pushed model by more than max_regression {allowed:g}")
+    reason = " and ".join(reasons)
+    return f"undefined on this data (not a number), so {reason}" if math.isnan(value) else reason

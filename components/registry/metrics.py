@@ -1,9 +1,15 @@
 """The metrics a threshold may name: their TFMA class, task, direction and range.
 
 The config accepts a threshold only on a metric of its task, and refuses a bound outside the
-metric's range; the builder asks TFMA for `tfma_class`; a change threshold (`max_regression`)
-and the report follow `higher_is_better`. The first metric registered for a task is the one the
-evaluation always computes, thresholds or not.
+metric's range; the builder asks TFMA for `tfma_class` (with `options`); a change threshold
+(`max_regression`) and the report follow `higher_is_better`. The first metric registered for a
+task is the one the evaluation always computes, thresholds or not.
+
+A `per_class` metric scores one class against the others (one-vs-rest): for a label of two
+classes, the positive class, which is the label vocabulary's second entry (Transform orders the
+classes by decreasing frequency in the training split, so it is the rarer one); for more classes,
+the plain mean over the classes (macro average). The evaluate step learns which from the model's
+number of classes (dtfx.components.evaluator.classes).
 """
 
 from __future__ import annotations
@@ -14,30 +20,75 @@ from dataclasses import dataclass
 from dtfx.components.registry import Registry
 
 TASKS = ("classification", "regression")
+# The class index Transform gives an example without a label (transform.preprocessing._class_ids): TFMA counts it a
+# negative of every class, and the log loss leaves it out.
+MISSING_CLASS = -1
 
 
 @dataclass(frozen=True)
 class Metric:
     name: str
-    tfma_class: str  # a class of tfma.metrics or tf_keras.metrics that TFMA computes
+    tfma_class: str  # a class of tfma.metrics or tf_keras.metrics that TFMA computes, or of `module`
     tasks: tuple[str, ...]
-    higher_is_better: bool
+    higher_is_better: bool | None  # None: best at `target`, neither way is better (no max_regression)
     low: float  # the values the metric can take; a bound outside them can never be met
     high: float
     description: str
+    per_class: bool = False  # one-vs-rest: the positive class of a binary label, the macro average of several
+    at_decision_threshold: bool = False  # a class is predicted when its score is above evaluator.decision_threshold
+    options: tuple[tuple[str, object], ...] = ()  # more arguments of `tfma_class`, as its config takes them
+    target: float | None = None  # the best value, for a metric without a better direction
+    module: str = ""  # where dtfx's own TFMA metric class is, for one TFMA lacks or gets wrong
+
+    @property
+    def better(self) -> str:
+        """Which values are better, in words: for the report and the README."""
+        if self.higher_is_better is None:
+            return f"best at {self.target:g}"
+        return "higher is better" if self.higher_is_better else "lower is better"
 
 
 METRICS: Registry[Metric] = Registry("metric")
 METRICS.register(Metric("accuracy", "SparseCategoricalAccuracy", ("classification",), True, 0, 1,
                         "share of eval examples whose most likely class is the label"))
-METRICS.register(Metric("mean_squared_error", "MeanSquaredError", ("regression",), False, 0, math.inf,
-                        "mean of the squared errors"))
-METRICS.register(Metric("mean_absolute_error", "MeanAbsoluteError", ("regression",), False, 0, math.inf,
-                        "mean of the absolute errors"))
-METRICS.register(Metric("root_mean_squared_error", "RootMeanSquaredError", ("regression",), False, 0, math.inf,
-                        "square root of the mean squared error"))
+METRICS.register(Metric("auc", "AUC", ("classification",), True, 0, 1,
+                        "area under the ROC curve (TFMA: 10,000 score buckets)", per_class=True))
+METRICS.register(Metric("auc_pr", "AUCPrecisionRecall", ("classification",), True, 0, 1,
+                        "area under the precision-recall curve (TFMA: 10,000 score buckets)", per_class=True))
+METRICS.register(Metric("precision", "Precision", ("classification",), True, 0, 1,
+                        "share of the examples predicted in the class that are in it", per_class=True,
+                        at_decision_threshold=True))
+METRICS.register(Metric("recall", "Recall", ("classification",), True, 0, 1,
+                        "share of the examples in the class that are predicted in it", per_class=True,
+                        at_decision_threshold=True))
+METRICS.register(Metric("f1", "F1Score", ("classification",), True, 0, 1,
+                        "harmonic mean of precision and recall", per_class=True, at_decision_threshold=True))
+# Keras' metric in float64: TFMA's own CategoricalCrossEntropy reads a one-hot label, not a class index.
+METRICS.register(Metric("log_loss", "SparseCategoricalCrossentropy", ("classification",), False, 0, math.inf,
+                        "mean of -log(score of the label's class) over the examples with a label",
+                        options=(("ignore_class", MISSING_CLASS), ("dtype", "float64"))))
+METRICS.register(Metric("calibration", "Calibration", ("classification",), None, 0, math.inf,
+                        "mean score of the class over the share of examples in it (1: as often as predicted)",
+                        per_class=True, target=1.0))
+# dtfx's own TFMA metrics (evaluator.tfma_metrics says what is wrong with TFMA's and Keras' for these).
+_OWN = "dtfx.components.evaluator.tfma_metrics"
+METRICS.register(Metric("mean_squared_error", "DtfxMeanSquaredError", ("regression",), False, 0, math.inf,
+                        "mean of the squared errors", module=_OWN))
+METRICS.register(Metric("mean_absolute_error", "DtfxMeanAbsoluteError", ("regression",), False, 0, math.inf,
+                        "mean of the absolute errors", module=_OWN))
+METRICS.register(Metric("root_mean_squared_error", "DtfxRootMeanSquaredError", ("regression",), False, 0, math.inf,
+                        "square root of the mean squared error", module=_OWN))
+METRICS.register(Metric("r2", "CoefficientOfDetermination", ("regression",), True, -math.inf, 1,
+                        "coefficient of determination: 1 - squared error / squared deviation of the labels from "
+                        "their mean", module=_OWN))
+METRICS.register(Metric("mean_absolute_percentage_error", "DtfxMeanAbsolutePercentageError", ("regression",), False,
+                        0, math.inf, "mean of 100 * |error / label|, over the examples whose label is not 0",
+                        module=_OWN))
 METRICS.register(Metric("example_count", "ExampleCount", TASKS, True, 0, math.inf,
                         "eval examples (a lower bound catches an eval split that is too small)"))
+METRICS.register(Metric("weighted_example_count", "WeightedExampleCount", TASKS, True, 0, math.inf,
+                        "sum of the eval examples' weights; every weight is 1 (dtfx has no example weights yet), "
+                        "so it is example_count"))
 
 
 def metrics_for(task: str) -> tuple[str, ...]:
@@ -45,13 +96,19 @@ def metrics_for(task: str) -> tuple[str, ...]:
     return tuple(metric.name for metric in METRICS if task in metric.tasks)
 
 
-def unreachable_bounds(metric: str, lower_bound: float | None, upper_bound: float | None) -> list[tuple[str, str]]:
-    """(key, message) for each bound outside the values `metric` can take: it would never bless a model."""
+def unreachable_bounds(metric: str, lower_bound: float | None, upper_bound: float | None,
+                       max_regression: float | None = None) -> list[tuple[str, str]]:
+    """(key, message) for each bound outside the values `metric` can take (it would never bless a model), and for a
+    `max_regression` on a metric that has no better direction (it could not be checked)."""
     entry = METRICS.get(metric)
     unreachable = []
     if lower_bound is not None and lower_bound > entry.high:
         unreachable.append(("lower_bound", lower_bound, f"{metric} is never above {entry.high}"))
     if upper_bound is not None and upper_bound < entry.low:
         unreachable.append(("upper_bound", upper_bound, f"{metric} is never below {entry.low}"))
-    return [(key, f"{reason}, so {key} {value} can never be met and no model would ever be pushed")
-            for key, value, reason in unreachable]
+    found = [(key, f"{reason}, so {key} {value} can never be met and no model would ever be pushed")
+             for key, value, reason in unreachable]
+    if max_regression is not None and entry.higher_is_better is None:
+        found.append(("max_regression", f"{metric} is {entry.better}, neither higher nor lower is better, so a change "
+                      "against the last pushed model has no direction; bound it with lower_bound and upper_bound"))
+    return found

@@ -108,7 +108,7 @@ def _metric_name(name: str) -> str:
     """The metric's name, with which way is better where dtfx knows the metric."""
     if name not in METRICS:
         return esc(name)
-    better = "higher is better" if METRICS.get(name).higher_is_better else "lower is better"
+    better = METRICS.get(name).better
     return f'{esc(name)} <span class="small muted">{better}</span>'
 
 
