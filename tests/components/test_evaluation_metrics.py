@@ -291,7 +291,12 @@ def test_a_model_that_always_says_no_is_not_pushed_on_auc_or_recall(tmp_path, be
     assert pushed.get_int_custom_property("pushed") == 0 and not list((tmp_path / "serving").glob("[0-9]*"))
 
 
-@pytest.mark.parametrize("mode", typing.get_args(DirectOptions.model_fields["mode"].annotation))
+# multi_processing starts Beam's worker processes: about half a minute.
+MODES = [pytest.param(mode, marks=[pytest.mark.slow] if mode == "multi_processing" else [])
+         for mode in typing.get_args(DirectOptions.model_fields["mode"].annotation)]
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_every_direct_runner_mode_evaluates(tmp_path, mode):
     """The modes beam.direct.mode offers, with dtfx's own options: in_memory in the process, the others with TFMA's
     pipeline, whose multi_threading mode failed in tf_metric_wrapper's compact (compat.own_class_per_unpickled_combine_fn)."""
