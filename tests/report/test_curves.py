@@ -104,6 +104,25 @@ def test_binary_roc_curve_runs_from_corner_to_corner_and_its_area_is_the_auc(eva
     assert set(overall.areas) == {("auc", 1), ("auc_pr", 1)}
 
 
+def test_curves_span_their_axes_whatever_thresholds_tfma_computed():
+    # TFMA counts a score of exactly 1 above its last threshold, 1: no threshold predicts nothing positive.
+    ends = (curves.Counts(0.0, 4, 6, 0, 0), curves.Counts(0.5, 3, 1, 5, 1), curves.Counts(1.0, 1, 0, 6, 3))
+    curve = curves.ClassCurve(1, ends)
+    assert curve.roc() == [(0.0, 0.0), (0.0, 0.25), (1 / 6, 0.75), (1.0, 1.0)]
+    # The precision-recall curve starts at recall 0 with the precision of the highest threshold.
+    assert curve.precision_recall() == [(0.0, 1.0), (0.25, 1.0), (0.75, 0.75), (1.0, 0.4)]
+    assert curves.trapezoid_area(curve.roc()) == pytest.approx(1 / 6 * (0.25 + 0.75) / 2 + 5 / 6 * (0.75 + 1) / 2)
+
+
+def test_legends_show_the_auc_the_evaluation_computed_for_the_class_else_the_area_drawn():
+    ends = (curves.Counts(0.0, 4, 6, 0, 0), curves.Counts(0.5, 3, 1, 5, 1), curves.Counts(1.0, 1, 0, 6, 3))
+    plots = curves.SlicePlots("Overall", {1: curves.ClassCurve(1, ends), 2: curves.ClassCurve(2, ends)},
+                              areas={("auc", 1): 0.9, ("auc_pr", 1): 0.7, ("auc", None): 0.1})
+    legends = [t.text for t in synthetic.svg_elements(curves.curve_charts(plots, ["a", "b", "c"]))[0].iter("text")
+               if t.get("class") == "legend"]
+    assert legends == ["b · AUC 0.900", "c · AUC 0.813", "chance"]  # c: the area under its curve, 0.8125
+
+
 def test_binary_report_draws_roc_and_pr_curves_and_the_matrix_at_the_decision_threshold(evaluations, tmp_path):
     binary = evaluations["binary"]
     html = plots_html(run_dir(tmp_path, binary.uri, names=BINARY_NAMES, decision_threshold=0.3))
