@@ -33,7 +33,7 @@ from dtfx.pipeline.run_summary import RunSummary
 ROC_AREA_METRIC, PR_AREA_METRIC = "auc", "auc_pr"
 NO_CLASS = -1  # TFMA's NO_PREDICTED_CLASS_ID, and Transform's class of an example without a label
 DECILES = 10
-CHART_WIDTH, CHART_HEIGHT = 370, 310  # wide enough for a legend of a class, its AUC and the reference in one row
+CHART_WIDTH, CHART_HEIGHT = 380, 310  # wide enough for a legend of a class, its AUC and the reference in one row
 MAX_MARKERS = 200  # buckets drawn with a dot and its values as tooltip; more are a line only
 
 
