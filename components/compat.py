@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from dtfx.components.processes import LOOPBACK
 
@@ -42,11 +43,10 @@ def exempt_traceable_libraries_from_autograph() -> None:
     Upstream: tensorflow/python/autograph/core/config.py exempts the `keras` package from
     conversion (Keras is written to be traced as it is) but not `tf_keras`, the same Keras 2
     code under the name dtfx uses. Converting it makes every `fit` trace tf_keras' whole
-    training step through AutoGraph: 25-35 s for the first `fit` of a small model on this kind
-    of machine, against 1-3 s without (benchmarks/train.py). TensorFlow Transform's layer, which the
-    serving signature calls, is the same case: converting it took 0.4-0.5 s of the 1.2-1.3 s the
-    penguins model takes to save. A user's own layers are still converted: Keras converts a
-    layer's `call` itself when its caller is traced with AutoGraph on.
+    training step through AutoGraph, most of the first `fit` of a small model (benchmarks/train.py;
+    README, Performance). TensorFlow Transform's layer, which the serving signature calls, is the
+    same case: converting it was a large share of saving the model. A user's own layers are still
+    converted: Keras converts a layer's `call` itself when its caller is traced with AutoGraph on.
     """
     from tensorflow.python.autograph.core import config as autograph_config
 
@@ -66,9 +66,9 @@ def replica_datasets_without_autotuning() -> None:
     options, autotuning on, whatever the input dataset's options say. Every iterator with autotuning
     runs a model thread that sleeps between optimisations for a period that doubles as the iterator
     lives, and deleting the iterator waits for that sleep to end: at the end of each `fit` and of each
-    validation pass. Measured on penguins (2 replicas, 100 steps, a `fit` of about 2 s): 0.9-2.9 s
-    after the last step while other runs kept the machine busy, about 0.5 s on average on an idle one.
-    The replicas' datasets only prefetch a fixed buffer, which autotuning has nothing to tune in.
+    validation pass, a wait that grows with the run and that a short `fit` feels most (README,
+    Performance). The replicas' datasets only prefetch a fixed buffer, which autotuning has nothing
+    to tune in.
     Idempotent.
     """
     import tensorflow as tf
@@ -99,14 +99,28 @@ def without_keras_layer_traces() -> Iterator[None]:
     loss functions of every layer (`saving/legacy/saved_model/save_impl.py`), for
     `tf_keras.models.load_model` to revive the model. That loader refuses a `tf.saved_model.save`
     export anyway (it has no `keras_metadata.pb`), and dtfx's readers (TFMA, batch prediction,
-    TF Serving) call the explicit signatures only. The traces took half of the penguins model's save
-    (0.67 s with them, 0.33 s without). tf_keras' own switch for this is `save_traces` in
-    `Model.save`, which `tf.saved_model.save` does not take.
+    TF Serving) call the explicit signatures only, so the traces only lengthen every save (README,
+    Performance). tf_keras' own switch for this is `save_traces` in `Model.save`, which
+    `tf.saved_model.save` does not take.
     """
     from tf_keras.src.saving.legacy.saved_model import utils as keras_saving
 
     with keras_saving.keras_option_scope(save_traces=False, in_tf_saved_model_scope=False):
         yield
+
+
+# --- tf_keras: the checks of Keras's own train step ---------------------------------------------------
+
+
+def validate_target_and_loss(network: Any, y: Any, loss: Any) -> None:
+    """Raises tf_keras' own error when `fit` gave no target to a model compiled with a loss, or when the model has no
+    loss at all: the checks Keras's train step makes, for a train step of dtfx's that replaces Keras's.
+
+    Upstream: tf_keras 2.16's `Model.train_step` (tf_keras/engine/training.py) makes them between the loss and the
+    gradients by calling `Model._validate_target_and_loss(y, loss)`, a private method with no public counterpart.
+    Without them a missing target or loss fails later, in the gradient, with an error that does not say which.
+    """
+    network._validate_target_and_loss(y, loss)
 
 
 # --- Beam: no TFX source package --------------------------------------------------------------------
@@ -117,9 +131,9 @@ def skip_tfx_sdist() -> None:
 
     Upstream: `tfx/utils/dependency_utils.make_beam_dependency_flags`, which every Beam executor
     calls when it has any `beam_pipeline_args`, copies the installed TFX into a new temporary
-    directory and builds an sdist of it for remote workers, unless a dependency flag is set: about
-    3 s and 52 MB per Beam stage on this kind of machine, never deleted (about 200 MB in /tmp per
-    run). dtfx's Beam workers never need it: the DirectRunner runs in this process; a portable
+    directory and builds an sdist of it for remote workers, unless a dependency flag is set: time
+    and a package in /tmp, never deleted, for every Beam stage (benchmarks/beam_sdist.py). dtfx's
+    Beam workers never need it: the DirectRunner runs in this process; a portable
     runner's workers run this environment or the pipeline image (the config refuses another
     image), and Dataflow's run the pipeline image (`--sdk_container_image`); all have TFX.
     Idempotent.
@@ -166,6 +180,46 @@ def bind_grpc_servers_to_loopback() -> None:
     add_insecure_port.dtfx_loopback = True
     add_insecure_port.__wrapped__ = bind
     grpc._server._Server.add_insecure_port = add_insecure_port
+
+
+# --- TFX Transform: dtfx's write of the transformed examples, dtfx's batch size -------------------------------
+
+
+@contextlib.contextmanager
+def tfx_transform_writes_and_batches(write_examples: Callable[[Any, str], Any], batch_size: int | None) -> Iterator[None]:
+    """Inside this block TFX's Transform executor writes each split's transformed examples with
+    `write_examples(schema, output_path)`, a Beam transform of TFX's (record batch, pass-through features) elements,
+    and hands TF Transform record batches of `batch_size` rows wherever TFX leaves the size open (None: TFX's choice).
+
+    Upstream: TFX 1.16 takes neither a shard count nor a batch size (tfx/components/transform/executor.py).
+    `Executor.Do` runs `TransformProcessor().Transform(...)`, the class looked up in its module when Do runs;
+    `TransformProcessor._RunBeamImpl` writes each split through the static `TransformProcessor._EncodeAndWrite`, a
+    `beam.io.WriteToTFRecord` without a shard count (one file per split on the DirectRunner), and gives
+    `tft_beam.Context` the batch size `TransformProcessor._GetDesiredBatchSize` returns: 1 for sequence examples
+    decoded as raw records, None otherwise (TF Transform's Beam batching then picks sizes itself). For the block,
+    the module's `TransformProcessor` is a subclass that overrides those two methods, restored after; a format other
+    than TFRecord (Parquet) is written as TFX writes it.
+    """
+    from tfx.components.transform import executor as tfx_transform
+    from tfx.components.transform import labels
+
+    stock = tfx_transform.TransformProcessor
+
+    class TransformProcessor(stock):
+        def _EncodeAndWrite(self, schema, file_format, output_path):  # noqa: N802 (TFX's name)
+            if file_format != labels.FORMAT_TFRECORD:
+                return stock._EncodeAndWrite(schema=schema, file_format=file_format, output_path=output_path)
+            return write_examples(schema, output_path)
+
+        def _GetDesiredBatchSize(self, data_format, schema):  # noqa: N802 (TFX's name)
+            chosen = stock._GetDesiredBatchSize(self, data_format, schema)
+            return batch_size if chosen is None else chosen
+
+    tfx_transform.TransformProcessor = TransformProcessor
+    try:
+        yield
+    finally:
+        tfx_transform.TransformProcessor = stock
 
 
 # --- LocalDagRunner: stage events ----------------------------------------------------------------

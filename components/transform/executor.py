@@ -7,9 +7,9 @@ read all of it and keep a share of the batches. This executor writes `data.shard
 files per split, as ingest does, so that each worker reads files of its own, a record batch at a
 time and without holding the split in memory (see sharded_write).
 
-TFX builds that write in `TransformProcessor._EncodeAndWrite`, which `Executor.Do` reaches through
-a TransformProcessor it makes itself; while Do runs, the module's TransformProcessor is this
-subclass, whose changes are the shard count of the TFRecord write and the rows per batch (BATCH_SIZE).
+TFX takes no shard count and no batch size: while Do runs, `compat.tfx_transform_writes_and_batches`
+gives TFX's write of the transformed examples this module's sharded write, and its record batches
+BATCH_SIZE rows.
 
 The builder asks for TF Transform's TF1 graph mode (faster: the preprocessing function is traced
 once). A TF1 transform graph's signature takes the raw columns under their own names, which
@@ -20,23 +20,22 @@ collide there get TF2 mode instead, which names its inputs apart.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterable, Iterator
-from unittest import mock
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 
 from tensorflow.core.function.polymorphism.function_type import sanitize_arg_name
 from tfx.components.transform import executor as tfx_transform
-from tfx.components.transform import labels
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 
+from dtfx.components import compat
 from dtfx.components.transform import sharded_write
 from dtfx.components.transform.options import TransformOptions
 
 # Rows per record batch that TF Transform's analysis and transform passes feed to TensorFlow, where TFX leaves Beam
-# to grow batches up to 1,000 rows: bigger batches pay each session run's fixed cost less often (300,000 taxi rows:
-# Transform 27.8-28.1 s against 30.9-32.4 s). Not with image features, whose batches would hold that many images.
+# to grow batches up to 1,000 rows: bigger batches pay each session run's fixed cost less often (README, Performance).
+# Not with image features, whose batches would hold that many images.
 BATCH_SIZE = 8192
 
 
@@ -69,18 +68,10 @@ def colliding_parameter_names(columns: Iterable[str]) -> list[str]:
     return sorted({column for names in owners.values() if len(names) > 1 for column in names})
 
 
-@contextlib.contextmanager
-def _sharded_processor(num_shards: int, batch_size: int | None) -> Iterator[None]:
-    class ShardedProcessor(tfx_transform.TransformProcessor):
-        def _EncodeAndWrite(self, schema, file_format, output_path):  # noqa: N802 (TFX's name)
-            if file_format != labels.FORMAT_TFRECORD:
-                return tfx_transform.TransformProcessor._EncodeAndWrite(
-                    schema=schema, file_format=file_format, output_path=output_path)
-            return sharded_write.write_examples(schema=schema, output_path=output_path, num_shards=num_shards)
+def _sharded_processor(num_shards: int, batch_size: int | None) -> AbstractContextManager[None]:
+    """TFX's Transform, inside the block, writing `num_shards` files per split and feeding `batch_size` rows a batch."""
 
-        def _GetDesiredBatchSize(self, data_format, schema):  # noqa: N802 (TFX's name)
-            stock = super()._GetDesiredBatchSize(data_format, schema)
-            return stock if stock is not None or batch_size is None else batch_size
+    def write_examples(schema, output_path: str):
+        return sharded_write.write_examples(schema=schema, output_path=output_path, num_shards=num_shards)
 
-    with mock.patch.object(tfx_transform, "TransformProcessor", ShardedProcessor):
-        yield
+    return compat.tfx_transform_writes_and_batches(write_examples, batch_size)

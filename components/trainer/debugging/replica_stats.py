@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from dtfx.components import compat
 from dtfx.components.names import REPLICA_STATS_RUN
 
 STATS = ("loss", "gradient_norm", "examples")
@@ -98,7 +99,7 @@ class ReplicaRecorder:
             with tf.GradientTape() as tape:
                 y_pred = network(x, training=True)
                 loss = network.compute_loss(x, y, y_pred, sample_weight)
-            network._validate_target_and_loss(y, loss)
+            compat.validate_target_and_loss(network, y, loss)
             variables = network.trainable_variables
             gradients = tape.gradient(loss, variables)
             context = tf.distribute.get_replica_context()
