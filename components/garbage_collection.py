@@ -2,9 +2,9 @@
 
 TensorFlow, TFX, Beam and TFMA leave about 600,000 objects behind their imports, and Python's defaults (a
 collection every 700 allocations of tracked objects; every 100th one a full collection that walks every object)
-made the collector a seventh of a small run: penguins, cache off, 2.2-2.6 s of 15-20 s in collections, of which
-1.6-1.9 s in nine full ones. With the settings below: 0.4-0.6 s. Memory does not grow: garbage in reference cycles
-is still collected, a little later (benchmarks/scaling.py: the taxi pipeline at 1M rows peaked at 1,116 MiB).
+made the collector a large share of a small run, most of it in the full collections walking those objects again
+(README, Performance). Memory does not grow: garbage in reference cycles is still collected, a little later
+(benchmarks/scaling.py measures the peak).
 
 A local run (pipeline/local_runner.py) does both; a Kubeflow step (kfp_entrypoint.py) only collects less often, since
 TFX's entrypoint imports the libraries and runs the executor in one call.
@@ -40,7 +40,7 @@ def collect_after_a_run() -> None:
     """A full collection, for a process that stays alive between runs (`dtfx run --watch`).
 
     Each run leaves reference cycles behind (its models' traced functions among them), and with the thresholds above
-    Python's heuristics rarely start a full collection: penguins, a watching process grew by about 23 MiB a run
-    without this call, and stayed within 910-975 MiB over nine runs with it.
+    Python's heuristics rarely start a full collection: without this call a watching process grows with every run,
+    with it it stays level.
     """
     gc.collect()

@@ -19,7 +19,7 @@ _TRIES = 200
 def free_port(host: str = LOOPBACK) -> int:
     """A port on `host` that nothing uses now, and that the kernel will not hand out by itself until a server binds it.
 
-    The server binds it later, after its process has started (seconds, for a TensorFlow process). A port from the
+    The server binds it later, once its process has started (a TensorFlow process imports much first). A port from the
     kernel's ephemeral range (what `bind(("", 0))` gives) can be taken meanwhile as the local end of any connection
     on the machine, and a training cluster's processes open many: a chief then failed to start its gRPC server ("No
     address added"). Below that range, only another server that chose the same port can take it.

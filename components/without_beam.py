@@ -1,7 +1,7 @@
 """Which Beam runner a step's options select, for the steps that compute without Beam where Beam adds nothing.
 
 On a single machine with the DirectRunner's in-memory mode (dtfx's default), a Beam pipeline runs on one thread,
-like a plain loop, and costs seconds of start-up for the same work: the pipeline's construction, its translation and
+like a plain loop, and adds a start-up of its own to the same work: the pipeline's construction, its translation and
 the set-up of every bundle. The statistics and evaluation steps then compute in the step's own process; every other
 runner (portable, Flink, Spark, Dataflow, the DirectRunner's multi-process mode) gets TFX's Beam executor, since
 those are there to spread the work over processes or machines.

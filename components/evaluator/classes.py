@@ -60,7 +60,7 @@ def completed_for_model(eval_config: tfma.EvalConfig, saved_model_dir: str) -> t
 def number_of_classes(saved_model_dir: str, signature_name: str, output: str) -> int:
     """The size of the last dimension of the signature's output, as the SavedModel declares it.
 
-    Read from saved_model.pb alone: loading the model would take seconds that TFMA spends again.
+    Read from saved_model.pb alone: loading the model here would repeat the load TFMA makes anyway.
     """
     from tensorflow.core.protobuf import saved_model_pb2
     from tensorflow.python.lib.io import file_io

@@ -1,7 +1,7 @@
 """Gzipped TFRecord files written a batch of records at a time.
 
-TensorFlow's `TFRecordWriter` costs about 2 µs of Python per record, as much as encoding the
-record. Here a batch is framed at once: every record gets the TFRecord header (length, masked
+TensorFlow's `TFRecordWriter` costs as much Python per record as encoding the record
+(benchmarks/ingest.py). Here a batch is framed at once: every record gets the TFRecord header (length, masked
 CRC-32C of the length) and footer (masked CRC-32C of the data), built with numpy; the framed
 batch is one buffer that zlib compresses into a gzip stream. Only the data CRC is computed
 record by record, by the `google-crc32c` C extension (a dependency of the Google Cloud

@@ -5,8 +5,8 @@ random shard key before writing: on the in-memory DirectRunner that grouping hol
 memory, and the per-example elements cost Python time per row. Here each record batch is encoded at
 once (tfx_bsl's encoder), framed and compressed as ingest does (`example_gen.tfrecord`), its rows
 dealt round-robin to the shards' part files of the bundle; only the part files' paths are grouped,
-and each shard is the concatenation of its parts (measured at 1M taxi rows: Transform 76.8 s and a
-peak of 3.7 GB with WriteToTFRecord, 52.3 s and 1.4 GB so; stock TFX's unsharded write: 2.3 GB):
+and each shard is the concatenation of its parts: quicker than WriteToTFRecord with a shard count, and at a
+fraction of its peak memory (benchmarks/scaling.py; README, Performance):
 
     record batches ─ WriteParts (per bundle: one part file per shard) ─┬─ GroupByKey ─ JoinParts
     every shard → nothing ─────────────────────────────────────────────┘  (so that empty shards are written too)
