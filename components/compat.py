@@ -1,4 +1,5 @@
-"""Every runtime patch dtfx applies to the libraries it pins, in one place.
+"""Every runtime patch dtfx applies to the libraries it pins, in one place (and the private tf_keras method that dtfx's
+own train step calls as Keras's does).
 
 Each patch says which upstream behaviour it works around and where that lives, and
 tests/test_compat.py has a test per patch that fails once the pinned version no longer needs

@@ -111,7 +111,7 @@ def mock_uses(source: str) -> list[str]:
 
 
 def compat_functions() -> set[str]:
-    """The public functions of components/compat.py: its patches, and its uses of private names of pinned libraries."""
+    """The public functions of components/compat.py: its patches, and its call of tf_keras' private train-step check."""
     tree = ast.parse(COMPAT.read_text())
     return {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")}
 
