@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from dtfx.pipeline.kubeflow.object_store import local_s3_server
+from tests.kubeflow.fake_pipelines_api import serve
 
 _buckets = itertools.count()
 
@@ -22,3 +23,13 @@ def s3_store():
 def pipeline_root(s3_store) -> str:
     """A minio:// root in a bucket of this test's own."""
     return f"minio://test-{next(_buckets)}/v2/artifacts"
+
+
+@pytest.fixture
+def api(monkeypatch, tmp_path):
+    """The fake API's address; nothing reads a real endpoint or token of this machine."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("KF_PIPELINES_ENDPOINT", raising=False)
+    monkeypatch.delenv("KF_PIPELINES_SA_TOKEN_PATH", raising=False)
+    with serve() as address:
+        yield address

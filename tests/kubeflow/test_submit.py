@@ -12,18 +12,8 @@ import yaml
 from dtfx.pipeline.cli import main
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.kubeflow import schedule
-from tests.kubeflow.fake_pipelines_api import API, FakePipelinesApi, serve
+from tests.kubeflow.fake_pipelines_api import API, FakePipelinesApi
 from tests.kubeflow.test_compile import cluster_config, write
-
-
-@pytest.fixture
-def api(monkeypatch, tmp_path):
-    """The fake API's address; nothing reads a real endpoint or token of this machine."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("KF_PIPELINES_ENDPOINT", raising=False)
-    monkeypatch.delenv("KF_PIPELINES_SA_TOKEN_PATH", raising=False)
-    with serve() as address:
-        yield address
 
 
 def test_submit_uploads_the_compiled_file_as_a_run(api, tmp_path, capsys):
