@@ -30,6 +30,11 @@ SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 # A label key: an optional DNS-subdomain prefix and a name of up to 63 characters; a value of up to 63 (or empty).
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+# The config keys that become run parameters when kubeflow.run_parameters is not given, where they apply (each bound
+# set in evaluator.thresholds too): what a user tunes between runs from the Kubeflow UI.
+DEFAULT_RUN_PARAMETERS = ("trainer.learning_rate", "trainer.train_steps", "data.path")
+CONFIG_KEY_WORDS = "a dotted config key such as trainer.learning_rate"
+ConfigKey = Annotated[str, Field(pattern=plain_pattern(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$", CONFIG_KEY_WORDS))]
 # The Kubeflow Pipelines backend releases (major.minor) a compiled pipeline can be written for, oldest first. After
 # 2.5 the backend took the SDK's numbering: 2.14.0 follows 2.5.0 (kubeflow/pipelines CHANGELOG.md).
 KFP_BACKENDS = ("2.0", "2.1", "2.2", "2.3", "2.4", "2.5", "2.14", "2.15", "2.16", "2.17")
@@ -379,6 +384,15 @@ class KubeflowSection(Section):
         None,
         description="A KServe InferenceService that serves the pushed models: `dtfx compile` writes it beside the "
         "compiled pipeline (<output>.inference-service.yaml), to apply with kubectl; {} takes every default; null: none.",
+    )
+    run_parameters: list[ConfigKey] | None = Field(
+        None,
+        description="Config keys that the Kubeflow run form lets a user change for each run, without compiling again: "
+        "each key whose value is a number, a string or a boolean becomes a typed pipeline parameter named after it with "
+        "'_' for '.' (trainer.learning_rate: trainer_learning_rate), the config's value as its default; each run checks "
+        "the values with the config's rules before any step runs. A key must be one a step reads as the config gives "
+        "it (dtfx compile names any other). Null: " + ", ".join(DEFAULT_RUN_PARAMETERS) + " and each bound set in "
+        "evaluator.thresholds, those that apply; []: none.",
     )
 
     @field_validator("node_selector")

@@ -16,6 +16,7 @@ import tempfile
 import time
 
 from dtfx.components.names import PUSH_STAGE, PUSHED_MODEL_OUTPUT
+from dtfx.components.run_parameters import TYPE_WORDS
 from dtfx.pipeline.cli_args import OutputKind, add_config_verb, check_output
 from dtfx.pipeline.errors import ConfigError, UserError
 
@@ -56,6 +57,7 @@ def add_commands(verbs) -> None:
                                                                          "once (default: 1)")
     submit.add_argument("--catch-up", action="store_true", help="a recurring run also starts the runs it missed while "
                                                                 "disabled or behind schedule (default: it skips them)")
+    _add_param_argument(submit)
     submit.add_argument("-o", "--output", help="also keep the submitted pipeline file here (.yaml; new, or an earlier "
                                                "output of dtfx compile or submit)")
     submit.set_defaults(handler=submit_command)
@@ -92,7 +94,14 @@ def add_commands(verbs) -> None:
              "credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (default: an S3 server started on 127.0.0.1 "
              "for the rehearsal, moto)",
     )
+    _add_param_argument(rehearse)
     rehearse.set_defaults(handler=rehearse_command)
+
+
+def _add_param_argument(verb) -> None:
+    verb.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                      help="a run parameter's value for this run (repeatable), e.g. trainer_learning_rate=0.05; the "
+                           "compiled file's header and dtfx compile list them (kubeflow.run_parameters)")
 
 
 def compile_command(args) -> int:
@@ -120,18 +129,19 @@ def compile_command(args) -> int:
 
 def submit_command(args) -> int:
     """`dtfx submit`: a run, or a recurring run, of the compiled config or of an uploaded version of it."""
-    from dtfx.pipeline.kubeflow import submit
+    from dtfx.pipeline.kubeflow import run_form, submit
 
     recurs = submit.recurrence(args.schedule, args.every, args.max_concurrency, args.catch_up)
     if args.version and args.output:
         raise UserError(f"-o {args.output}: with --version nothing is compiled; the run uses the version uploaded before")
     config, access = _api_target(args)
     name = args.run_name or f"{config.pipeline.name} {datetime.datetime.now():%Y-%m-%d %H:%M:%S}"
-    request = submit.RunRequest(args.experiment or config.pipeline.name, name, config.kubeflow.pipeline_root)
     with _compiled(config, None if args.version else args.output, compile_it=not args.version) as path, \
             submit.session(args.host, access) as api:
         source = (submit.version_source(api, config.pipeline.name, args.version, access.namespace) if args.version
                   else submit.spec_source(path))
+        values = run_form.parse_params(args.param, run_form.declared(submit.source_spec(api, source))) if args.param else {}
+        request = submit.RunRequest(args.experiment or config.pipeline.name, name, config.kubeflow.pipeline_root, values)
         created = submit.start(api, source, request, access, recurs)
     print(f"{'recurring run' if recurs else 'run'}: {created.id} ({name!r} in experiment {created.experiment!r})")
     if recurs:
@@ -240,9 +250,10 @@ def rehearse_command(args) -> int:
     print(f"dtfx: rehearsing pipeline {config.pipeline.name!r} in {workdir} (Kubeflow Pipelines {kfp_version})", flush=True)
     started = time.monotonic()
 
+    from dtfx.pipeline.kubeflow import run_form
     from dtfx.pipeline.kubeflow.compiler import compile_pipeline
     from dtfx.pipeline.kubeflow.object_store import ObjectStore, local_s3_server
-    from dtfx.pipeline.kubeflow.rehearsal import REPORT_FILE, RehearsalError, rehearse
+    from dtfx.pipeline.kubeflow.rehearsal import REPORT_FILE, RehearsalError, load_spec, rehearse
     spec_path = os.path.join(workdir, DEFAULT_OUTPUT)
     # It pushes to the pipeline's serving directory, as a run does: never beside a run of the same pipeline.
     if args.s3_endpoint:
@@ -259,12 +270,13 @@ def rehearse_command(args) -> int:
                                      keep_objects=not args.s3_endpoint)
         compile_pipeline(config, spec_path, config.kubeflow.image or REHEARSAL_IMAGE, root)
         print(f"compiled: {spec_path}")
+        values = run_form.parse_params(args.param, run_form.declared(load_spec(spec_path))) if args.param else {}
         store.ensure_bucket(root)
         print(f"artifacts: {root} in the S3 API at {store.endpoint}")
         print(f"{'task':<18}{'state':<11}{'seconds':>8}", flush=True)
         try:
             result = rehearse(spec_path, workdir, store, root, kfp_version, on_task=_print_task, python=args.python,
-                              metadata=metadata, image=image)
+                              metadata=metadata, image=image, parameters=values)
         except RehearsalError as error:  # the compiler refuses such specs first; this is a dtfx bug if it happens
             raise RuntimeError(str(error)) from None
         # This run's own objects: a cached task's are where the run that made them put them.
@@ -392,8 +404,10 @@ def _print_compiled(compiled, keep: bool = True) -> None:
     print(f"steps: {', '.join(compiled.steps)}")
     print(f"image: {compiled.image}")
     print(f"pipeline root: {compiled.pipeline_root}")
-    for name, default in compiled.parameters.items():
-        print(f"run parameter {name}: {default if len(default) <= 60 else default[:57] + '...'}")
+    for name, parameter in compiled.parameters.items():
+        default = str(parameter.default)
+        shown = default if len(default) <= 60 else default[:57] + "..."
+        print(f"run parameter {name} ({TYPE_WORDS[parameter.type]}, {parameter.key}): {shown}")
     for note in compiled.notes:
         print(f"note: {note}")
 

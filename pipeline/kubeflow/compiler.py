@@ -4,9 +4,10 @@ TFX's KubeflowV2DagRunner compiles the pipeline that `build_pipeline(config)` bu
 PipelineSpec schema 2.1 (current KFP drivers reject 2.0's constant parameters) and every
 container started as `python -m dtfx.components.kfp_entrypoint` (tensorflow/tfx#7768). The
 compiled spec is then completed with what TFX leaves out of a bare PipelineSpec file: the
-run parameters' defaults, the default pipeline root, per-step resources and, as a second
+default pipeline root, per-step resources and, as a second
 YAML document, the volumes. A `data_fingerprint` step goes before ingest, so that Kubeflow's
-cache reuses ingest and the steps after it exactly while the data files stay the same.
+cache reuses ingest and the steps after it exactly while the data files stay the same. The run
+parameters (dtfx.pipeline.kubeflow.run_form) are typed inputs of the pipeline, checked by a first step.
 
 Compiling reads and writes nothing but the output file: the step code is in the image, named
 by module path, so nothing is uploaded to the pipeline root, and the data is not opened.
@@ -27,11 +28,12 @@ import yaml
 from dtfx.components import data_fingerprint
 from dtfx.components.kfp_executor_input import OUTPUT_TYPES_FLAG, type_title
 from dtfx.components.names import DATA_FINGERPRINT_ID, DATA_FINGERPRINT_PARAMETER, INGEST_STAGE, PREDICT_STAGE, TRAIN_STAGE
+from dtfx.components.run_parameters import TYPE_WORDS
 from dtfx.components.trainer.distributed.cluster import Task, tasks
 from dtfx.components.trainer.kubernetes.manifest import OPERATORS, JobSettings, manifest
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
-from dtfx.pipeline.kubeflow import parameters, platform, retries
+from dtfx.pipeline.kubeflow import platform, retries, run_form
 
 ENTRYPOINT = ["python", "-m", "dtfx.components.kfp_entrypoint"]
 # The executor kinds open-source Kubeflow Pipelines runs; `resolver` and `customJob` are Vertex AI only.
@@ -48,7 +50,7 @@ class CompiledPipeline:
 
     path: str
     steps: list[str]
-    parameters: dict[str, str]
+    parameters: dict[str, run_form.RunParameter]
     image: str
     pipeline_root: str
     notes: list[str]
@@ -72,11 +74,13 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
         training_job = platform.training_job_settings(config)
         pipeline = build_pipeline(config, training_job=training_job)
         _check_step_names(config, [node.id for node in pipeline.components])
-        defaults = parameters.parameterise(pipeline)
+        form = run_form.form(config, lambda each: build_pipeline(each, training_job=platform.training_job_settings(each)))
         runner_config = v2.KubeflowV2DagRunnerConfig(default_image=image, default_commands=ENTRYPOINT, use_pipeline_spec_2_1=True)
         job = v2.KubeflowV2DagRunner(config=runner_config).run(pipeline, write_out=False)
     spec = job["pipelineSpec"]
-    notes = _finish(spec, config, defaults, pipeline_root, training_job is not None)
+    notes = _finish(spec, config, pipeline_root, training_job is not None)
+    run_form.add_to_spec(spec, form, run_form.config_text(config))
+    notes += list(form.notes)
     notes += retries.apply_retries(spec, config.kubeflow)
     unsupported = open_source_problems(spec)
     if unsupported:  # the builder should never produce these: a dtfx bug, not a user error
@@ -88,6 +92,8 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
     if DATA_FINGERPRINT_ID in spec["root"]["dag"]["tasks"]:
         _share_ingest_platform(spec, platform_spec)
         steps.insert(0, DATA_FINGERPRINT_ID)
+    if run_form.CHECK_STEP in spec["root"]["dag"]["tasks"]:
+        steps.insert(0, run_form.CHECK_STEP)
     write_spec(output, spec, platform_spec)
     if training_job is None:
         with contextlib.suppress(FileNotFoundError):  # from an earlier compile to this file: no longer true
@@ -97,7 +103,8 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
         job_path = write_training_job(output, config, training_job, cluster_tasks)
         notes.append(f"the train step creates a {OPERATORS[training_job.operator].kind} in each run, which trains in "
                      f"{len(cluster_tasks)} pods: see {job_path}")
-    return CompiledPipeline(output, steps, defaults, image, pipeline_root, notes)
+    parameters = {parameter.name: parameter for parameter in form.parameters}
+    return CompiledPipeline(output, steps, parameters, image, pipeline_root, notes)
 
 
 def training_job_path(output: str) -> str:
@@ -148,13 +155,12 @@ def _check_step_names(config: Config, steps: list[str]) -> None:
         raise UserError("\n".join(lines) + f"\n  (its steps: {', '.join(steps)})")
 
 
-def _finish(spec: dict, config: Config, defaults: dict[str, str], pipeline_root: str, training_job: bool) -> list[str]:
+def _finish(spec: dict, config: Config, pipeline_root: str, training_job: bool) -> list[str]:
     """Adds what TFX leaves out of a bare PipelineSpec; returns notes for the user.
 
     With a `training_job`, the train step's own pod only waits for the job: train's resources go to the job's pods.
     """
     notes = []
-    parameters.add_defaults(spec, defaults)
     # TFX puts the root only into a PipelineJob's runtimeConfig; a run created from this file uses this one.
     spec["defaultPipelineRoot"] = pipeline_root
     executors = spec["deploymentSpec"]["executors"]
@@ -266,7 +272,7 @@ def write_spec(path: str, spec: dict, platform_spec: dict | None) -> None:
     inputs = spec["root"].get("inputDefinitions", {}).get("parameters", {})
     if inputs:
         header.append("# Inputs:")
-        header += [f"#    {name}: str" for name in sorted(inputs)]
+        header += [f"#    {name}: {TYPE_WORDS.get(inputs[name].get('parameterType'), 'string')}" for name in sorted(inputs)]
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write("\n".join(header) + "\n")

@@ -132,6 +132,7 @@ def rehearse(
     python: str = sys.executable,
     metadata: cache.RehearsalMetadata | None = None,
     image: ImageEnvironment | None = None,
+    parameters: dict | None = None,
 ) -> RehearsalResult:
     """Runs the compiled pipeline at `pipeline_spec_path` task by task, as Kubeflow `kfp_version` would.
 
@@ -145,7 +146,8 @@ def rehearse(
     `metadata` is the ML Metadata the cache looks up and records in (by default one that lives for
     this rehearsal only); its objects, if it keeps them, are put into `store` first, and this
     run's new outputs kept after. Writes `rehearsal.json` beside the compiled file. `image` is the pipeline image's
-    environment as the caller read it (by default read from the Dockerfile here).
+    environment as the caller read it (by default read from the Dockerfile here). `parameters` are the run's
+    parameter values (a run's runtime_config.parameters), the spec's defaults for the others.
     """
     spec = load_spec(pipeline_spec_path)
     check_rehearsable(spec)
@@ -156,7 +158,7 @@ def rehearse(
     metadata.restore(store)
     store.ensure_bucket(pipeline_root)
     run = _Run(spec, workdir, store, pipeline_root, version, on_task, python, metadata, metadata.new_run(),
-               _platform_executors(pipeline_spec_path), image)
+               _platform_executors(pipeline_spec_path), image, parameters)
     order = _topological_order(spec["root"]["dag"]["tasks"])
     try:
         for name in order:
@@ -197,7 +199,7 @@ class _Run:
     """The state of one rehearsal: each task's outputs, as the next tasks' driver looks them up."""
 
     def __init__(self, spec, workdir, store, pipeline_root, version, on_task, python, metadata=None, run_id=RUN_ID,
-                 platform_executors=None, image: ImageEnvironment | None = None):
+                 platform_executors=None, image: ImageEnvironment | None = None, run_parameters: dict | None = None):
         self.spec = spec
         self.workdir = workdir
         self.store = store
@@ -213,6 +215,7 @@ class _Run:
         self.parameter_outputs: dict[str, dict] = {}
         self.python = python
         self._image = image or image_environment()
+        self.run_parameters = dict(run_parameters or {})
 
     def run_task(self, name: str) -> bool:
         """Runs task `name`; returns whether it succeeded."""
@@ -337,7 +340,8 @@ class _Run:
         return artifacts
 
     def _parameters(self, task: dict) -> dict:
-        defaults = {key: value.get("defaultValue")
+        # The driver resolves a pipeline input from the run's runtime config, else from the spec's default.
+        defaults = {key: self.run_parameters.get(key, value.get("defaultValue"))
                     for key, value in self.spec["root"].get("inputDefinitions", {}).get("parameters", {}).items()}
         values = {}
         for key, source in task.get("inputs", {}).get("parameters", {}).items():

@@ -147,6 +147,18 @@ def version_source(api: PipelinesApi, pipeline_name: str, version_name: str, nam
                                            "pipeline_version_id": version["pipeline_version_id"]}}
 
 
+def source_spec(api: PipelinesApi, source: dict) -> dict:
+    """The PipelineSpec a run of `source` runs: the compiled file's, or the uploaded version's (GetPipelineVersion, whose
+    pipeline_spec holds the spec, or {pipeline_spec, platform_spec} as uploaded)."""
+    if "pipeline_version_reference" in source:
+        reference = source["pipeline_version_reference"]
+        version = api.call("GET", f"/pipelines/{reference['pipeline_id']}/versions/{reference['pipeline_version_id']}")
+        spec = version.get("pipeline_spec") or {}
+    else:
+        spec = source["pipeline_spec"]
+    return spec if "root" in spec else spec.get("pipeline_spec", {})
+
+
 def start(api: PipelinesApi, source: dict, request: RunRequest, access: Access, recurs: Recurrence | None) -> Created:
     """A run of `source`, or with `recurs` a recurring run of it."""
     if recurs is None:

@@ -109,6 +109,9 @@ def test_every_step_runs_dtfx_entrypoint_from_the_image(spec):
         if label == "data_fingerprint_executor":  # not a TFX step: its own module, fed the executor input
             assert container["command"] == ["python", "-m", "dtfx.components.data_fingerprint"], label
             continue
+        if label == "check_parameters_executor":  # the config's rules over the run parameters, by dtfx's config model
+            assert container["command"] == ["python", "-m", "dtfx.pipeline.kubeflow.run_form"], label
+            continue
         assert container["command"] == ENTRYPOINT, label
         # The entrypoint types input artifacts from these input definitions (tensorflow/tfx#7768).
         assert "--json_serialized_inputs_spec_args" in container["args"], label
@@ -119,17 +122,15 @@ def test_every_step_runs_dtfx_entrypoint_from_the_image(spec):
     assert "module_file" not in parameters and "module_path" not in parameters
 
 
-def test_train_steps_and_thresholds_are_run_parameters_with_the_config_as_default(spec):
+def test_the_run_form_holds_the_learning_rate_train_steps_and_threshold_typed_with_the_config_as_default(spec):
+    """The default run parameters of the shipped config (tests/kubeflow/test_run_form.py tests the form itself)."""
     inputs = spec["root"]["inputDefinitions"]["parameters"]
-    assert set(inputs) == {"train_args", "eval_config"}
-    assert inputs["train_args"] == {"parameterType": "STRING", "defaultValue": '{"num_steps": 300}', "isOptional": True}
-    eval_config = json.loads(inputs["eval_config"]["defaultValue"])
-    accuracy = eval_config["metrics_specs"][0]["metrics"][0]
-    assert accuracy["class_name"] == "SparseCategoricalAccuracy"
-    assert accuracy["threshold"]["value_threshold"] == {"lower_bound": 0.8}
+    assert {name: (value["parameterType"], value["defaultValue"]) for name, value in inputs.items()} == {
+        "trainer_learning_rate": ("NUMBER_DOUBLE", 0.01), "trainer_train_steps": ("NUMBER_INTEGER", 300),
+        "evaluator_thresholds_accuracy_lower_bound": ("NUMBER_DOUBLE", 0.8)}
     tasks = spec["root"]["dag"]["tasks"]
-    assert tasks["train"]["inputs"]["parameters"]["train_args"] == {"componentInputParameter": "train_args"}
-    assert tasks["evaluate"]["inputs"]["parameters"]["eval_config"] == {"componentInputParameter": "eval_config"}
+    assert tasks["train"]["inputs"]["parameters"]["trainer_train_steps"] == {"componentInputParameter": "trainer_train_steps"}
+    assert "train_args" not in inputs and "eval_config" not in inputs, "no JSON blobs in the run form"
 
 
 def test_resources_volumes_and_pipeline_root_come_from_the_config(compiled, spec):
@@ -146,7 +147,7 @@ def test_resources_volumes_and_pipeline_root_come_from_the_config(compiled, spec
     assert spec["defaultPipelineRoot"] == CLUSTER_KEYS["kubeflow.pipeline_root"]
     platform = list(yaml.safe_load_all(compiled[0].read_text()))[1]
     mounts = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    assert set(mounts) == set(executors)
+    assert set(mounts) == set(executors) - {"check_parameters_executor"}, "the check reads only the spec"
     assert all(m["pvcMount"] == [{"constant": "dtfx-data", "mountPath": "/mnt/dtfx"}] for m in mounts.values())
 
 
@@ -157,8 +158,9 @@ def test_no_step_has_a_hook_only_vertex_runs(spec):
 
 def test_every_step_but_the_data_fingerprint_is_cached_and_ingest_is_keyed_on_it(compiled, spec):
     tasks = spec["root"]["dag"]["tasks"]
-    assert "cachingOptions" not in tasks["data_fingerprint"]
-    assert all(task["cachingOptions"] == {"enableCache": True} for name, task in tasks.items() if name != "data_fingerprint")
+    uncached = {"data_fingerprint", "check_parameters"}  # each run's data and values are looked at in that run
+    assert all("cachingOptions" not in tasks[name] for name in uncached)
+    assert all(task["cachingOptions"] == {"enableCache": True} for name, task in tasks.items() if name not in uncached)
     ingest = tasks["ingest"]
     assert ingest["inputs"]["parameters"]["data_fingerprint"] == {
         "taskOutputParameter": {"producerTask": "data_fingerprint", "outputParameterKey": "data_fingerprint"}}
@@ -579,7 +581,9 @@ def test_the_largest_integers_validate_accepts_compile_into_the_protos_that_hold
     code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
     assert code == 0, err
     compiled = (tmp_path / "p.yaml").read_text()
-    assert f'{{"num_steps": {INT32_MAX}}}' in compiled and str(UINT32_MAX) in compiled and str(INT64_MAX) in compiled
+    train_args = next(yaml.safe_load_all(compiled))["root"]["dag"]["tasks"]["train"]["inputs"]["parameters"]["train_args"]
+    assert json.loads(train_args["runtimeValue"]["constant"]) == {"num_steps": INT32_MAX}
+    assert str(UINT32_MAX) in compiled and str(INT64_MAX) in compiled
     for key, value in (("trainer.train_steps", INT32_MAX + 1), ("data.sharding.seed", INT64_MAX + 1)):
         config = write(tmp_path / "config.yaml", cluster_config(**{key.replace(".", "__"): value}))
         code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "q.yaml"))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dtfx.components import kfp_entrypoint, kfp_executor_input, run_parameters
+from dtfx.components import kfp_executor_input, run_parameters
 from dtfx.components.kfp_executor_input import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, OUTPUT_TYPES_FLAG, prepare
 from dtfx.pipeline.kubeflow import driver
 from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
@@ -197,7 +197,7 @@ def test_tfx_reads_every_step_as_each_release_writes_it(penguins_spec, version, 
         declared = {key: kfp_executor_input.type_title(listed["artifacts"][0]["type"])
                     for key, listed in executor_input["outputs"]["artifacts"].items() if key != driver.EXECUTOR_LOGS}
 
-        prepared = prepare(argv, local_root=str(tmp_path / name))
+        prepared = prepare(run_parameters.apply(argv), local_root=str(tmp_path / name))  # in the entrypoint's order
 
         args, beam_args = kubeflow_v2_run_executor._parse_flags(prepared.argv)
         assert all(arg.startswith(("--runner", "--direct", "--pickle_library")) for arg in beam_args), (name, beam_args)
@@ -273,54 +273,3 @@ def test_executor_logs_only_where_the_deployment_publishes_logs(tmp_path):
 def test_a_release_kfp_version_does_not_know_is_refused():
     with pytest.raises(ValueError, match="'2.18' is not one of 2.0, 2.1, .*, 2.17"):
         driver.profile("2.18")
-
-
-def eval_config_json(**threshold) -> str:
-    """The evaluate step's eval_config parameter with one accuracy threshold, as the builder writes it."""
-    return json.dumps({"metrics_specs": [{"metrics": [
-        {"class_name": "SparseCategoricalAccuracy", "config": '{"name": "accuracy"}',
-         "threshold": {"value_threshold": threshold}},
-        {"class_name": "ExampleCount", "config": '{"name": "example_count"}'}]}]})
-
-
-@pytest.mark.parametrize("parameter, value, fragment", [
-    ("train_args", '{"num_steps": -5}', "num_steps is -5; it must be a whole number of steps above 0"),
-    ("train_args", '{"num_steps": "many"}', "num_steps is 'many'"),
-    ("train_args", '{"steps": 10}', "unknown key steps"),
-    ("train_args", "300", "expected a JSON object"),
-    ("train_args", "{num_steps: 3", "not JSON"),
-    ("eval_config", eval_config_json(lower_bound=1.5), "accuracy is never above 1, so lower_bound 1.5 can never be met"),
-    ("eval_config", eval_config_json(lower_bound=0.9, upper_bound=0.5), "lower_bound 0.9 is above upper_bound 0.5"),
-    ("eval_config", eval_config_json(lower_bound="NaN"), "lower_bound: Input should be a finite number"),
-    ("eval_config", '{"metrics_specs": [{"metrics": [{"class_name": "AUC"}]}]}', "metric class 'AUC' is not one dtfx"),
-    ("eval_config", '{"metric_specs": []}', "not a TFMA EvalConfig in JSON"),
-])
-def test_a_bad_run_parameter_stops_the_step_before_any_work_with_exit_2(capsys, parameter, value, fragment):
-    executor_input = {"inputs": {"parameterValues": {parameter: value}}, "outputs": {}}
-    with pytest.raises(SystemExit) as stopped:
-        kfp_entrypoint.main(command(executor_input, inputs_spec=None))
-    assert stopped.value.code == 2
-    error = capsys.readouterr().err
-    assert f"run parameter {parameter}: " in error and fragment in error, error
-
-
-def test_the_run_parameter_defaults_of_the_shipped_configs_pass():
-    from google.protobuf import json_format
-
-    from dtfx.pipeline.builder import eval_config
-    from dtfx.pipeline.loader import load_config
-    from tests.conftest import ROOT
-
-    for path in sorted((ROOT / "pipeline_config").glob("*.yaml")):
-        config = load_config(str(path), check_data=False)
-        values = {"train_args": json.dumps({"num_steps": config.trainer.train_steps}),
-                  "eval_config": json_format.MessageToJson(eval_config(config))}
-        assert run_parameters.problems(values) == [], path
-
-
-def test_the_older_parameter_form_is_read():
-    values = run_parameters.parameter_values({"inputs": {"parameters": {
-        "train_args": {"stringValue": '{"num_steps": 300}'},
-        "eval_config": {"stringValue": eval_config_json(lower_bound=0.9)}}}})
-    assert values["train_args"] == '{"num_steps": 300}'
-    assert run_parameters.problems(values) == []

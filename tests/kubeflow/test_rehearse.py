@@ -27,7 +27,7 @@ def fake_rehearsal(monkeypatch, result: RehearsalResult) -> list[tuple]:
     calls = []
     monkeypatch.setattr(compiler, "compile_pipeline", lambda *args: calls.append(("compile", *args)))
 
-    def rehearse(path, workdir, store, root, version, on_task=None, python=None, metadata=None, image=None):
+    def rehearse(path, workdir, store, root, version, on_task=None, python=None, metadata=None, image=None, parameters=None):
         calls.append(("rehearse", path, workdir, root, version))
         for task in result.tasks:
             if task.state != "skipped":
