@@ -98,6 +98,8 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
         print(f"evaluator: {'blessed' if evaluator.blessed else 'NOT blessed'}")
         for failure in evaluator.failed_thresholds:
             print(f"  threshold failed: {failure}")
+        for line in worst_slices(evaluator, summary.config.get("evaluator", {})):
+            print(f"  {line}")
     push = summary.push
     print(f"pushed: {push.directory}" if push.pushed else f"not pushed: {push.reason or ''}")
     predict = summary.predict
@@ -129,6 +131,20 @@ def _metrics_table(evaluator: Evaluation, thresholds: dict[str, Any]) -> Table:
         ]
         table.add_row(name, f"{value:.4g}", ", ".join(parts))
     return table
+
+
+def worst_slices(evaluator: Evaluation, evaluator_config: dict[str, Any]) -> list[str]:
+    """One line per gated metric when there are slices: its worst slice of at least evaluator.min_slice_size examples,
+    with its value and size."""
+    smallest = evaluator_config.get("min_slice_size") or 1
+    lines = []
+    for name in evaluator_config.get("thresholds") or {}:
+        worst = evaluator.worst_slice(name, smallest)
+        if worst is not None:
+            gated = "gated" if (evaluator_config["thresholds"][name] or {}).get("per_slice") else "not gated"
+            lines.append(f"worst slice for {name}: {worst.name()} = {worst.metrics[name]:.4g} "
+                         f"({worst.size():,} examples; {gated} per slice)")
+    return lines
 
 
 def describe_profile(profile: dict) -> list[str]:

@@ -25,7 +25,7 @@ from dtfx.components.names import (
     stage_of,
 )
 from dtfx.components.trainer.stats import TrainStats
-from dtfx.pipeline.run_summary import Evaluation, PredictResult, PushResult, StageResult
+from dtfx.pipeline.run_summary import Evaluation, PredictResult, PushResult, SliceMetrics, StageResult
 
 _STATE = metadata_store_pb2.Execution.State
 STATUS = {_STATE.COMPLETE: "ran", _STATE.CACHED: "cached", _STATE.FAILED: "failed", _STATE.RUNNING: "failed"}
@@ -103,27 +103,52 @@ def _trainer(outputs) -> TrainStats | None:
 def _evaluator(outputs) -> Evaluation:
     import tensorflow_model_analysis as tfma  # heavy; only once there is an evaluation
 
-    from dtfx.components.evaluator.tfma_files import failure_reason
+    from dtfx.components.evaluator import slicing
 
     evaluation, blessing = outputs.get(EVALUATION_OUTPUT), outputs.get(BLESSING_OUTPUT)
-    metrics = {}
+    metrics, slices = {}, []
     for per_slice in tfma.load_metrics(evaluation.uri) if evaluation else []:
-        if per_slice.slice_key.single_slice_keys:
-            continue
+        values = {}
         for item in per_slice.metric_keys_and_values:
             # With a baseline, TFMA also writes the baseline's value and the difference under the same name.
             if item.key.model_name in ("", "candidate") and not item.key.is_diff and item.value.HasField("double_value"):
-                metrics[item.key.name] = round(item.value.double_value.value, 6)
+                values[item.key.name] = round(item.value.double_value.value, 6)
+        key = slicing.key_of(per_slice.slice_key)
+        if key:
+            slices.append(SliceMetrics([column for column, _ in key], [value for _, value in key], values))
+        else:
+            metrics = values
     failures = []
     if evaluation:
         result = tfma.load_validation_result(evaluation.uri)
-        for per_slice in result.metric_validations_per_slice:
-            for failure in per_slice.failures:
-                kind = "change against the last pushed model" if failure.metric_key.is_diff else "value"
-                value = failure.metric_value.double_value.value
-                failures.append(f"{failure.metric_key.name} ({kind}) = {value:.4g}: {failure_reason(failure)}")
+        found = [(per_slice.slice_key, failure) for per_slice in result.metric_validations_per_slice
+                 for failure in per_slice.failures]
+        failures = [_failure_line(slice_key, failure) for slice_key, failure in sorted(found, key=_worst_first)]
     blessed = bool(blessing and blessing.custom_properties["blessed"].int_value) if blessing else False
-    return Evaluation(metrics=metrics, blessed=blessed, failed_thresholds=failures)
+    slices.sort(key=lambda entry: (len(entry.columns), entry.columns, [str(value) for value in entry.values]))
+    return Evaluation(metrics=metrics, blessed=blessed, failed_thresholds=failures, slices=slices)
+
+
+def _failure_line(slice_key, failure) -> str:
+    """`recall (value) on island=Dream = 0.21: below lower_bound 0.5` (no `on` for the whole eval split)."""
+    from dtfx.components.evaluator import slicing
+    from dtfx.components.evaluator.tfma_files import failure_reason
+
+    kind = "change against the last pushed model" if failure.metric_key.is_diff else "value"
+    key = slicing.key_of(slice_key)
+    where = f" on {slicing.describe(key)}" if key else ""
+    value = failure.metric_value.double_value.value
+    return f"{failure.metric_key.name} ({kind}){where} = {value:.4g}: {failure_reason(failure)}"
+
+
+def _worst_first(found) -> tuple:
+    """Failures of one metric together, the whole split first, then the slice furthest beyond its bound."""
+    from dtfx.components.evaluator.tfma_files import distance_beyond
+
+    slice_key, failure = found
+    columns = len(slice_key.single_slice_keys)
+    return (failure.metric_key.name, failure.metric_key.is_diff, columns > 0, -distance_beyond(failure), columns,
+            str(slice_key))
 
 
 def _predict(outputs) -> PredictResult:

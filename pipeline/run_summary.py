@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from typing import Any, Literal, Self
 
+from dtfx.components.registry.metrics import METRICS
 from dtfx.components.trainer.stats import TrainStats
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.layout import SUMMARY_FILE
@@ -34,12 +36,62 @@ class StageResult:
 
 
 @dataclasses.dataclass(frozen=True)
+class SliceMetrics:
+    """The metrics of one slice of the eval split (evaluator.slices): its columns' values and its example count among
+    the metrics (`example_count`)."""
+
+    columns: list[str]  # the slicing, e.g. ["island", "sex"] (sorted, as TFMA keys a slice)
+    values: list[str | int | float]  # this slice's value of each column
+    metrics: dict[str, float]
+
+    def name(self) -> str:
+        """`island=Dream, sex=MALE`."""
+        return ", ".join(f"{column}={value}" for column, value in zip(self.columns, self.values, strict=True))
+
+    def size(self) -> int:
+        """The slice's number of eval examples."""
+        return int(self.metrics.get("example_count", 0))
+
+
+@dataclasses.dataclass(frozen=True)
 class Evaluation:
-    """The evaluator's verdict: overall metrics of the eval split, blessing, thresholds that failed."""
+    """The evaluator's verdict: overall metrics of the eval split, blessing, thresholds that failed, and the metrics of
+    each slice (evaluator.slices; none without)."""
 
     metrics: dict[str, float]
     blessed: bool
     failed_thresholds: list[str]
+    slices: list[SliceMetrics] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Self:
+        """The evaluation from its JSON form (slices absent in summaries written before there were any)."""
+        return cls(**{**values, "slices": [SliceMetrics(**entry) for entry in values.get("slices", [])]})
+
+    def worst_slice(self, metric: str, min_slice_size: int = 1) -> SliceMetrics | None:
+        """The slice of at least `min_slice_size` examples where `metric` is worst (lowest where higher is better,
+        furthest from its target where neither is; a NaN worst of all), or None without slices."""
+        entry = METRICS.get(metric) if metric in METRICS else None
+        candidates = [found for found in self.slices if metric in found.metrics and found.size() >= min_slice_size]
+        if entry is None or not candidates:
+            return None
+
+        def badness(found: SliceMetrics) -> float:
+            value = found.metrics[metric]
+            if math.isnan(value):
+                return math.inf
+            if entry.higher_is_better is None:
+                return abs(value - entry.target)
+            return -value if entry.higher_is_better else value
+
+        return max(candidates, key=badness)
+
+    def slicings(self) -> dict[tuple[str, ...], list[SliceMetrics]]:
+        """The slices grouped by slicing (their columns), in the order the evaluation lists them."""
+        found: dict[tuple[str, ...], list[SliceMetrics]] = {}
+        for entry in self.slices:
+            found.setdefault(tuple(entry.columns), []).append(entry)
+        return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +186,7 @@ class RunSummary:
                     "stages": [StageResult(**stage) for stage in values["stages"]],
                     "push": PushResult(**values["push"]),
                     "trainer": TrainStats.from_dict(values["trainer"]) if values.get("trainer") else None,
-                    "evaluator": Evaluation(**values["evaluator"]) if values.get("evaluator") else None,
+                    "evaluator": Evaluation.from_dict(values["evaluator"]) if values.get("evaluator") else None,
                     "error": RunError(**values["error"]) if values.get("error") else None,
                     "beam": BeamRun(**values["beam"]) if values.get("beam") else None,
                     "predict": PredictResult(**values["predict"]) if values.get("predict") else None,

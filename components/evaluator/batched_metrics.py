@@ -7,8 +7,11 @@ signature (for the label, as TFMA takes it with `preprocessing_function_names`) 
 prediction), numpy adds the batch to running sums (`sums`), and every metric of registry.metrics is a function of
 those sums (`sums.PLAIN_VALUES`, `sums.CLASS_VALUES`), computed as TFMA computes it.
 
-`unsupported` says why an EvalConfig needs TFMA (slices, example weights, another metric or metric option, confidence
-intervals); the executor then runs TFMA on Beam.
+Slices by feature values (`evaluator.slices`) are sums of their own: each batch's examples are grouped by slice as
+TFMA groups them (`slicing.groups`) and added to their slice's sums too.
+
+`unsupported` says why an EvalConfig needs TFMA (other slicings, example weights, another metric or metric option,
+confidence intervals); the executor then runs TFMA on Beam.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.metrics import metric_specs, metric_types
 
 from dtfx.components.content_digest import directory_digest
+from dtfx.components.evaluator import slicing
 from dtfx.components.evaluator import sums as metric_sums
 from dtfx.components.registry.metrics import METRICS
 
@@ -54,8 +58,10 @@ class _Value:
 
 def unsupported(eval_config: tfma.EvalConfig) -> str:
     """Why this EvalConfig needs TFMA's own pipeline; empty when the batched computation gives what TFMA would."""
-    if list(eval_config.slicing_specs) != [tfma.SlicingSpec()] or eval_config.cross_slicing_specs:
-        return "slices other than the whole eval split"
+    if not all(slicing.is_feature_keys_only(spec) for spec in eval_config.slicing_specs) or eval_config.cross_slicing_specs:
+        return "slices other than by the values of feature columns"
+    if slicing.needs_sizes(eval_config):
+        return "a minimum slice size not resolved into slices (slicing.gated_slices)"
     if eval_config.options.compute_confidence_intervals.value:
         return "confidence intervals"
     for spec in eval_config.model_specs:
@@ -114,27 +120,40 @@ class _Model:
     serve: tf.types.experimental.ConcreteFunction
     preprocess: tf.types.experimental.ConcreteFunction | None
     values: list[_Value]
-    sums: metric_sums.Sums = field(default_factory=metric_sums.Sums)
+    wants: metric_sums.Wants
+    sums: dict[slicing.SliceKey, metric_sums.Sums] = field(default_factory=dict)  # per slice
+
+    def sums_of(self, key: slicing.SliceKey) -> metric_sums.Sums:
+        """The sums of slice `key`, empty until an example of it is added."""
+        if key not in self.sums:
+            self.sums[key] = metric_sums.Sums(wants=self.wants)
+        return self.sums[key]
 
 
 def compute(eval_config: tfma.EvalConfig, model_paths: dict[str, str], example_files: list[str]
-            ) -> dict[metric_types.MetricKey, float]:
-    """Every metric of `eval_config` for every model, keyed as TFMA keys them, with the candidate-minus-baseline
-    differences when there is a baseline. `model_paths` maps each model spec's name to its SavedModel."""
+            ) -> dict[slicing.SliceKey, dict[metric_types.MetricKey, float]]:
+    """Slice key -> every metric of `eval_config` for every model on that slice, keyed as TFMA keys them, with the
+    candidate-minus-baseline differences when there is a baseline. `model_paths` maps each model spec's name to its
+    SavedModel. The slices are those of the EvalConfig's slicing specs that some example is in (slicing.groups)."""
     values_by_model = _values(eval_config)
     models = [_load(spec, model_paths[spec.name], values_by_model[spec.name]) for spec in eval_config.model_specs]
-    for batch in _batches(example_files):
+    for batch in batches(example_files):
+        in_slices = slicing.groups(batch, eval_config.slicing_specs or [tfma.SlicingSpec()])
         for model in models:
-            _add_batch(model, batch)
+            _add_batch(model, batch, in_slices)
+    baseline = next((model.spec.name for model in models if model.spec.is_baseline), None)
+    return {key: _slice_values(models, key, baseline) for key in sorted(models[0].sums, key=lambda key: (len(key), str(key)))}
+
+
+def _slice_values(models: list[_Model], key: slicing.SliceKey, baseline: str | None) -> dict[metric_types.MetricKey, float]:
     values: dict[metric_types.MetricKey, float] = {}
     for model in models:
         for value in model.values:
-            values[value.key(model.spec.name)] = _value_of(value, model.sums)
-    baseline = next((model.spec.name for model in models if model.spec.is_baseline), None)
+            values[value.key(model.spec.name)] = _value_of(value, model.sums_of(key))
     if baseline is not None:
-        for key in list(values):
-            if key.model_name != baseline:
-                values[key.make_diff_key()] = values[key] - values[key._replace(model_name=baseline)]
+        for metric_key in list(values):
+            if metric_key.model_name != baseline:
+                values[metric_key.make_diff_key()] = values[metric_key] - values[metric_key._replace(model_name=baseline)]
     return values
 
 
@@ -202,8 +221,7 @@ def _load(spec: tfma.ModelSpec, path: str, values: list[_Value]) -> _Model:
     if missing:
         raise ValueError(f"the model at {path} has no signature {', '.join(missing)} (it has: {', '.join(signatures)})")
     preprocess = signatures[spec.preprocessing_function_names[0]] if spec.preprocessing_function_names else None
-    return _Model(spec, loaded, signatures[spec.signature_name or "serving_default"], preprocess, values,
-                  metric_sums.Sums(wants=_wants(values)))
+    return _Model(spec, loaded, signatures[spec.signature_name or "serving_default"], preprocess, values, _wants(values))
 
 
 # SavedModels loaded in this process, newest last: digest of the content -> the loaded model. A process that runs the
@@ -242,7 +260,7 @@ def _content_digest(path: str) -> str:
     return directory_digest(path, names)
 
 
-def _batches(example_files: list[str]) -> tf.data.Dataset:
+def batches(example_files: list[str]) -> tf.data.Dataset:
     """The serialized examples of the files in batches (see MAX_BATCH); gzipped files (ingest's) are read as such."""
     gzipped = [path for path in example_files if path.endswith(".gz")]
     plain = [path for path in example_files if not path.endswith(".gz")]
@@ -260,7 +278,7 @@ def _call(signature, serialized: tf.Tensor) -> dict[str, tf.Tensor]:
     return signature(**{input_name: serialized})
 
 
-def _add_batch(model: _Model, serialized: tf.Tensor) -> None:
+def _add_batch(model: _Model, serialized: tf.Tensor, in_slices: dict[slicing.SliceKey, np.ndarray]) -> None:
     spec = model.spec
     features = _call(model.preprocess, serialized) if model.preprocess else {}
     label = features.get(spec.label_key)
@@ -272,12 +290,18 @@ def _add_batch(model: _Model, serialized: tf.Tensor) -> None:
                          f"{spec.prediction_key!r} (it has: {', '.join(outputs)})")
     labels = _one_per_example(label, f"label {spec.label_key!r}")
     predictions = outputs[spec.prediction_key].numpy()
-    if model.sums.wants.class_scores:
-        model.sums.add_classification(labels, predictions.reshape(len(labels), -1))
-    elif model.sums.wants.errors:
-        model.sums.add_regression(labels, _one_per_example(predictions, f"prediction {spec.prediction_key!r}"))
-    else:
-        model.sums.examples += len(labels)
+    if model.wants.class_scores:
+        predictions = predictions.reshape(len(labels), -1)
+    elif model.wants.errors:
+        predictions = _one_per_example(predictions, f"prediction {spec.prediction_key!r}")
+    for key, indices in in_slices.items():
+        sums = model.sums_of(key)
+        if model.wants.class_scores:
+            sums.add_classification(labels[indices], predictions[indices])
+        elif model.wants.errors:
+            sums.add_regression(labels[indices], predictions[indices])
+        else:
+            sums.examples += len(indices)
 
 
 def _one_per_example(tensor, what: str) -> np.ndarray:

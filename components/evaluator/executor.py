@@ -10,7 +10,8 @@ Two differences from TFX's Evaluator executor:
   `batched_metrics` computes (the whole eval split, dtfx's metrics), the metrics are computed in the step's process
   from whole batches and written as TFMA writes them (`tfma_files`). Every other runner, and any other EvalConfig,
   gets TFX's executor and TFMA's Beam pipeline unchanged.
-Both paths evaluate the EvalConfig with its per-class metrics completed for the candidate's classes (`classes`).
+Both paths evaluate the EvalConfig with its per-class metrics completed for the candidate's classes (`classes`), and
+its per-slice thresholds resolved to the slices of at least `evaluator.min_slice_size` examples (`slicing`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
 from dtfx.components import compat
 from dtfx.components.baseline_model.executor import contains_model
-from dtfx.components.evaluator import batched_metrics, classes, tfma_files
+from dtfx.components.evaluator import batched_metrics, classes, slicing, tfma_files
 from dtfx.components.without_beam import ComputesWithoutBeamInOneThread, runs_in_one_thread
 
 BASELINE_MODEL_KEY = standard_component_specs.BASELINE_MODEL_KEY
@@ -50,6 +51,8 @@ class Executor(ComputesWithoutBeamInOneThread, evaluator_executor.Executor):
         eval_config = None
         if exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY):
             completed = _completed_eval_config(exec_properties, input_dict.get(standard_component_specs.MODEL_KEY))
+            if slicing.needs_sizes(completed):
+                completed = _gated_slices(completed, input_dict[standard_component_specs.EXAMPLES_KEY], exec_properties)
             exec_properties = {**exec_properties, standard_component_specs.EVAL_CONFIG_KEY: proto_utils.proto_to_json(completed)}
             eval_config = _with_defaults(completed, has_baseline=bool(input_dict.get(BASELINE_MODEL_KEY)))
         reason = self._why_tfma_pipeline(input_dict, exec_properties, eval_config)
@@ -103,6 +106,17 @@ def _completed_eval_config(exec_properties: dict[str, Any], models: list[types.A
     if not models:  # predictions read from the examples: TFMA's own defaults
         return eval_config
     return classes.completed_for_model(eval_config, _serving_path(artifact_utils.get_single_instance(models)))
+
+
+def _gated_slices(eval_config: tfma.EvalConfig, examples: list[types.Artifact],
+                  exec_properties: dict[str, Any]) -> tfma.EvalConfig:
+    """The EvalConfig whose per-slice thresholds apply to the slices of at least its minimum size, counted in the
+    examples to evaluate (slicing.gated_slices), for both paths."""
+    files = [path for pattern in _split_patterns(examples, exec_properties) for path in sorted(fileio.glob(pattern))]
+    counts = slicing.sizes(batched_metrics.batches(files), list(eval_config.slicing_specs)) if files else {}
+    logging.info("Slices of at least %d examples are gated: %s", eval_config.options.min_slice_size.value,
+                 {slicing.describe(key): count for key, count in counts.items()})
+    return slicing.gated_slices(eval_config, counts)
 
 
 def _with_defaults(eval_config: tfma.EvalConfig, has_baseline: bool) -> tfma.EvalConfig:

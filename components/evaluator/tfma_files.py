@@ -18,36 +18,45 @@ from tensorflow_model_analysis import constants
 from tensorflow_model_analysis.evaluators import metrics_validator
 from tensorflow_model_analysis.metrics import metric_types
 from tensorflow_model_analysis.proto import config_pb2, metrics_for_slice_pb2, validation_result_pb2
+from tensorflow_model_analysis.slicer import slicer_lib
 from tensorflow_model_analysis.writers import eval_config_writer
 from tensorflow_model_analysis.writers import metrics_plots_and_validations_writer as tfma_writer
 
-OVERALL = ()  # TFMA's slice key of the whole eval split
+from dtfx.components.evaluator.slicing import SliceKey
+
 _SHARDED = "-00000-of-00001.tfrecord"  # Beam's one-shard name, as TFMA's writer leaves it for metrics and plots
 
 
-def validate(eval_config: tfma.EvalConfig, metrics: dict[metric_types.MetricKey, float]
+def validate(eval_config: tfma.EvalConfig, sliced: dict[SliceKey, dict[metric_types.MetricKey, float]]
              ) -> validation_result_pb2.ValidationResult:
-    """TFMA's verdict on the metrics of the whole eval split against the EvalConfig's thresholds."""
-    per_slice = metrics_validator.validate_metrics((OVERALL, metrics), eval_config)
+    """TFMA's verdict on the metrics of every slice against the EvalConfig's thresholds, merged as its writer merges
+    the verdicts of the slices."""
     # TFX never rubber-stamps: its Evaluator drops the change thresholds instead when there is no baseline.
     merge = tfma_writer.CombineValidations(eval_config, rubber_stamp=False)
-    return merge.extract_output(merge.add_input(merge.create_accumulator(), per_slice))
+    merged = merge.create_accumulator()
+    for key, metrics in sliced.items():
+        merged = merge.add_input(merged, metrics_validator.validate_metrics((key, metrics), eval_config))
+    return merge.extract_output(merged)
 
 
-def write(output_uri: str, eval_config: tfma.EvalConfig, metrics: dict[metric_types.MetricKey, float],
+def write(output_uri: str, eval_config: tfma.EvalConfig, sliced: dict[SliceKey, dict[metric_types.MetricKey, float]],
           validation: validation_result_pb2.ValidationResult, model_paths: dict[str, str], data_location: str) -> None:
-    """Writes the evaluation into `output_uri` as TFMA's ExtractEvaluateAndWriteResults does."""
+    """Writes the evaluation of every slice into `output_uri` as TFMA's ExtractEvaluateAndWriteResults does: one
+    record per slice in the metrics, plots and attributions files."""
     tf.io.gfile.makedirs(output_uri)
-    overall = metrics_for_slice_pb2.SliceKey()
+    keys = {key: slicer_lib.serialize_slice_key(key) for key in sliced}
     records = {
-        constants.METRICS_KEY + _SHARDED: tfma_writer.convert_slice_metrics_to_proto((OVERALL, metrics), None),
-        constants.PLOTS_KEY + _SHARDED: metrics_for_slice_pb2.PlotsForSlice(slice_key=overall),
-        constants.ATTRIBUTIONS_KEY + _SHARDED: metrics_for_slice_pb2.AttributionsForSlice(slice_key=overall),
-        constants.VALIDATIONS_KEY + ".tfrecord": validation,
+        constants.METRICS_KEY + _SHARDED: [tfma_writer.convert_slice_metrics_to_proto((key, metrics), None)
+                                           for key, metrics in sliced.items()],
+        constants.PLOTS_KEY + _SHARDED: [metrics_for_slice_pb2.PlotsForSlice(slice_key=keys[key]) for key in sliced],
+        constants.ATTRIBUTIONS_KEY + _SHARDED: [metrics_for_slice_pb2.AttributionsForSlice(slice_key=keys[key])
+                                                for key in sliced],
+        constants.VALIDATIONS_KEY + ".tfrecord": [validation],
     }
-    for name, record in records.items():
+    for name, protos in records.items():
         with tf.io.TFRecordWriter(os.path.join(output_uri, name)) as writer:
-            writer.write(record.SerializeToString())
+            for record in protos:
+                writer.write(record.SerializeToString())
     run = config_pb2.EvalRun(eval_config=eval_config, version=tfma.version.VERSION, data_location=data_location,
                              file_format="tfrecords", model_locations=model_paths)
     path = os.path.join(output_uri, eval_config_writer.EVAL_CONFIG_FILE + "." + eval_config_writer.EVAL_CONFIG_FILE_FORMAT)
@@ -75,3 +84,18 @@ def failure_reason(failure: validation_result_pb2.ValidationFailure) -> str:
         reasons.append(f"worse than the last pushed model by more than max_regression {allowed:g}")
     reason = " and ".join(reasons)
     return f"undefined on this data (not a number), so {reason}" if math.isnan(value) else reason
+
+
+def distance_beyond(failure: validation_result_pb2.ValidationFailure) -> float:
+    """How far the failed value is beyond its bound (infinite when it is not a number), to find the worst slice."""
+    value, threshold = failure.metric_value.double_value.value, failure.metric_threshold
+    if math.isnan(value):
+        return math.inf
+    if threshold.HasField("value_threshold"):
+        bounds = threshold.value_threshold
+        below = bounds.lower_bound.value - value if bounds.HasField("lower_bound") else 0.0
+        above = value - bounds.upper_bound.value if bounds.HasField("upper_bound") else 0.0
+        return max(below, above, 0.0)
+    if threshold.HasField("change_threshold"):
+        return abs(value - threshold.change_threshold.absolute.value)
+    return 0.0

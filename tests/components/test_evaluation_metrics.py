@@ -122,6 +122,30 @@ def both_ways(tmp_path, examples, model, config) -> dict[str, dict]:
     return {name: value for (name, _, _), value in in_process.items()}
 
 
+def sliced_both_ways(tmp_path, examples, model, config) -> dict[tuple, dict]:
+    """The metrics of every slice in the process and by TFMA on Beam, each checked to agree within 1e-6."""
+    import tensorflow_model_analysis as tfma
+
+    from dtfx.components.evaluator import slicing
+
+    results = {}
+    for name, beam_args in (("in_process", IN_PROCESS), ("tfma", TFMA_ON_BEAM)):
+        baseline = find_baseline(tmp_path / name / "serving", tmp_path / name / "baseline")
+        uri, _, _ = evaluate(beam_args, examples, model, baseline, tmp_path / name, config)
+        results[name] = {slicing.key_of(per_slice.slice_key): {item.key.name: item.value.double_value.value
+                                                                for item in per_slice.metric_keys_and_values}
+                         for per_slice in tfma.load_metrics(uri)}
+    in_process, tfma_values = results["in_process"], results["tfma"]
+    assert in_process.keys() == tfma_values.keys()
+    for key, values in in_process.items():
+        assert values.keys() == tfma_values[key].keys(), key
+        for name, value in values.items():
+            other = tfma_values[key][name]
+            assert math.isclose(value, other, rel_tol=1e-6, abs_tol=1e-9) or (math.isnan(value) and math.isnan(other)), (
+                key, name, value, other)
+    return in_process
+
+
 def scores_of(model, examples_rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     """The model's scores and class indices for the rows, from its own signatures: what the metrics are made of."""
     module = tf.saved_model.load(model.uri + "/Format-Serving")
@@ -354,3 +378,55 @@ def test_a_threshold_that_cannot_be_checked_is_refused_by_name(write_config, eva
 
     with pytest.raises(ConfigError, match=rf"{where}\b.*{says}"):
         load_config(str(write_config(evaluator=evaluator)), check_data=False)
+
+
+ISLANDS = [b"Biscoe", b"Dream", b"Torgersen"]
+
+
+def with_islands(rows: list[dict]) -> list[dict]:
+    """The rows on three islands of unequal sizes, of two sexes, one in 40 without a sex (in no slice by sex)."""
+    sliced = []
+    for i, row in enumerate(rows):
+        row = {**row, "island": ISLANDS[(i * i) % 7 % 3]}
+        if i % 40 != 3:
+            row["sex"] = [b"F", b"M"][i % 2]
+        sliced.append(row)
+    return sliced
+
+
+SLICES = {"slices": [["island"], ["sex", "island"]]}
+
+
+def test_every_metric_of_every_slice_is_the_same_both_ways_binary(tmp_path):
+    weights = np.array([[-1.5, 1.5], [0.0, 0.8]])
+    rows = with_islands(classified_rows(BINARY, weights))
+    examples = examples_artifact(tmp_path / "examples", rows)
+    model = model_artifact(tmp_path / "model", _Scorer(BINARY, weights.tolist(), [0.4, -0.4]))
+
+    values = sliced_both_ways(tmp_path, examples, model, config_for("classification", "label", **SLICES))
+
+    dream = [row for row in rows if row["island"] == b"Dream"]
+    scores, labels = scores_of(model, dream)
+    assert_definitions(values[(("island", "Dream"),)], classification_definitions(scores, labels, 0.5))
+    assert len(values) == 1 + 3 + 6
+    assert sum(values[(("island", name.decode()),)]["example_count"] for name in ISLANDS) == ROWS
+    assert sum(value["example_count"] for key, value in values.items() if len(key) == 2) == ROWS - len(
+        [row for row in rows if "sex" not in row])
+
+
+def test_every_metric_of_every_slice_is_the_same_both_ways_multi_class_and_regression(tmp_path):
+    weights = np.array([[1.0, -1.0, 0.2], [0.3, 0.6, -0.9]])
+    rows = with_islands(classified_rows(THREE, weights, seed=1))
+    examples = examples_artifact(tmp_path / "three" / "examples", rows)
+    model = model_artifact(tmp_path / "three" / "model", _Scorer(THREE, weights.tolist(), [0.1, 0.0, -0.1]))
+    values = sliced_both_ways(tmp_path / "three", examples, model, config_for("classification", "label", **SLICES))
+    assert len(values) == 10 and set(values[(("island", "Biscoe"),)]) == set(metrics_for("classification"))
+
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=ROWS)
+    rows = with_islands([{"x": float(a), "y": float(b)} for a, b in zip(x, np.round(x + rng.normal(scale=0.3, size=ROWS), 1),
+                                                                        strict=True)])
+    examples = examples_artifact(tmp_path / "line" / "examples", rows)
+    values = sliced_both_ways(tmp_path / "line", examples, model_artifact(tmp_path / "line" / "model", _Line()),
+                              config_for("regression", "y", **SLICES))
+    assert len(values) == 10 and set(values[(("island", "Dream"), ("sex", "M"))]) == set(metrics_for("regression"))

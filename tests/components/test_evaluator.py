@@ -325,7 +325,7 @@ def test_every_metric_a_config_can_name_is_computed_in_process(task):
 
 
 @pytest.mark.parametrize("change, reason", [
-    (lambda config: config.slicing_specs.add(feature_keys=["island"]), "slices"),
+    (lambda config: config.slicing_specs.add(slice_keys_sql="SELECT island FROM examples"), "slices"),
     (lambda config: setattr(config.model_specs[0], "example_weight_key", "weight"), "model spec"),
     (lambda config: config.metrics_specs[0].metrics.add(class_name="AUC"), "metric AUC"),
     (lambda config: config.options.compute_confidence_intervals.SetInParent() or setattr(
@@ -337,15 +337,17 @@ def test_what_the_in_process_path_cannot_compute_is_named(change, reason):
     assert reason in batched_metrics.unsupported(config)
 
 
-def test_a_sliced_evaluation_goes_to_tfma_even_on_the_in_memory_runner(tmp_path, classification):
+@BOTH_PATHS
+def test_a_sliced_evaluation_has_every_slice(tmp_path, classification, beam_args):
     config = classification_config()
     config.slicing_specs.add(feature_keys=["species"])
     baseline = find_baseline(tmp_path / "serving", tmp_path / "baseline")
 
-    uri, _, _ = evaluate(IN_PROCESS, classification["examples"], classification["right"], baseline, tmp_path, config)
+    uri, _, _ = evaluate(beam_args, classification["examples"], classification["right"], baseline, tmp_path, config)
 
-    slices = {tuple(key.column for key in per_slice.slice_key.single_slice_keys) for per_slice in tfma.load_metrics(uri)}
-    assert slices == {(), ("species",)}
+    slices = {tuple((key.column, key.bytes_value) for key in per_slice.slice_key.single_slice_keys)
+              for per_slice in tfma.load_metrics(uri)}
+    assert slices == {(), *((("species", name),) for name in CLASSES)}
 
 
 def test_a_missing_prediction_output_is_named(tmp_path, regression):
@@ -363,7 +365,7 @@ def test_large_examples_are_evaluated_in_smaller_batches(tmp_path):
     with tf.io.TFRecordWriter(path, options="GZIP") as writer:
         for _ in range(10):
             writer.write(b"x" * (batched_metrics.BATCH_BYTES // 4))
-    assert [len(batch) for batch in batched_metrics._batches([path])] == [4, 4, 2]
+    assert [len(batch) for batch in batched_metrics.batches([path])] == [4, 4, 2]
 
 
 def test_a_process_that_evaluates_again_reuses_a_loaded_model_and_its_copies_not_one_saved_anew_at_its_path(
