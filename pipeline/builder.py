@@ -253,21 +253,24 @@ def eval_config(config: Config) -> tfma.EvalConfig:
 
     The per-class metrics (registry.metrics) get a metrics spec of their own, which the evaluate step completes once
     it knows the model's classes (dtfx.components.evaluator.classes): the positive class of a binary label, the macro
-    average of more.
+    average of more. Every metric is computed on the whole split and on each slice of `evaluator.slices`.
     """
     label_key = transformed_name(config.data.label)
     prediction_key = "scores" if config.data.task == "classification" else "predictions"
     names = list(dict.fromkeys([*config.metric_names()[:1], "example_count", *config.evaluator.thresholds]))
     plain, per_class = [], []
+    slicings = [tfma.SlicingSpec(feature_keys=columns) for columns in config.evaluator.slices]
     for name in names:
         entry = METRICS.get(name)
         bounds = config.evaluator.thresholds.get(name)
         options = {"name": name, **dict(entry.options)}
         if entry.at_decision_threshold:
             options["thresholds"] = [config.evaluator.decision_threshold]
-        metric = tfma.MetricConfig(class_name=entry.tfma_class, module=entry.module, config=json.dumps(options),
-                                   threshold=_threshold(name, bounds) if bounds else None)
+        metric = tfma.MetricConfig(class_name=entry.tfma_class, module=entry.module, config=json.dumps(options))
+        if bounds:
+            _gate(metric, _threshold(name, bounds), slicings, bounds.per_slice)
         (per_class if entry.per_class else plain).append(metric)
+    smallest = config.evaluator.min_slice_size
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
@@ -277,9 +280,25 @@ def eval_config(config: Config) -> tfma.EvalConfig:
                 preprocessing_function_names=["transform_features"],
             )
         ],
-        slicing_specs=[tfma.SlicingSpec()],
+        slicing_specs=[tfma.SlicingSpec(), *slicings],
         metrics_specs=[tfma.MetricsSpec(metrics=metrics) for metrics in (plain, per_class) if metrics],
+        # Resolved by the evaluate step into the slices a per-slice threshold gates (evaluator.slicing.gated_slices).
+        options=tfma.Options(min_slice_size={"value": smallest}) if slicings and smallest > 1 else None,
     )
+
+
+def _gate(metric: tfma.MetricConfig, threshold: tfma.MetricThreshold, slicings: list[tfma.SlicingSpec],
+          per_slice: bool) -> None:
+    """Puts the threshold on the metric: on the whole eval split, and with `per_slice` on each slice of `slicings`.
+
+    TFMA applies a MetricConfig's plain `threshold` to every slice it computes (metrics_validator.validate_metrics:
+    a threshold without a slicing spec applies to all), so with slices a threshold names the slices it gates.
+    """
+    if not slicings:
+        metric.threshold.CopyFrom(threshold)
+        return
+    metric.per_slice_thresholds.add(slicing_specs=[tfma.SlicingSpec(), *(slicings if per_slice else [])],
+                                    threshold=threshold)
 
 
 def _threshold(name: str, bounds) -> tfma.MetricThreshold:

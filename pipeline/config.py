@@ -471,6 +471,12 @@ class Threshold(Section):
         "than this (0: at least as good). Ignored while nothing has been pushed.",
     )
 
+    per_slice: bool = Field(
+        False, description="With evaluator.slices: the bounds hold on the whole eval split and on every slice of at "
+        "least evaluator.min_slice_size examples, each against the same slice of the last pushed model for "
+        "max_regression; a failure names the slice. False: on the whole eval split only.",
+    )
+
     @model_validator(mode="after")
     def _some_bound(self) -> Threshold:
         if self.lower_bound is None and self.upper_bound is None and self.max_regression is None:
@@ -490,6 +496,31 @@ class EvaluatorSection(Section):
         0.5, gt=0, lt=1, description="precision, recall and f1 count an example as predicted in a class when the "
         "class's score is above this: the positive class of a binary label; each class, one against the others, of more.",
     )
+    slices: list[Annotated[list[str], Field(min_length=1)]] = Field(
+        default_factory=list,
+        description="Slicings of the eval split, each a list of columns: [[island], [sex, island]] computes every "
+        "metric on the whole split and on each value of island and each pair of sex and island values (TFMA's "
+        "SlicingSpec feature_keys). A column of the data: not the label, an image or a text feature; "
+        "an example without a value of a column is in no slice of that slicing. Shown in summary.json, the console "
+        "and the report; gated only by thresholds with per_slice: true.",
+    )
+    min_slice_size: PositiveInt32 = Field(  # TFMA's Options.min_slice_size, which carries it, is an Int32Value
+        1, description="Slices of fewer eval examples are computed and shown but not gated by per_slice thresholds.",
+    )
+
+    @model_validator(mode="after")
+    def _slices_are_distinct_and_gated_slices_exist(self) -> EvaluatorSection:
+        seen = set()
+        for index, columns in enumerate(self.slices):
+            if len(set(columns)) != len(columns):
+                raise ValueError(f"slices.{index} names a column twice: {columns}")
+            if frozenset(columns) in seen:
+                raise ValueError(f"slices.{index} repeats the slicing {columns}")
+            seen.add(frozenset(columns))
+        per_slice = [name for name, bounds in self.thresholds.items() if bounds.per_slice]
+        if per_slice and not self.slices:
+            raise ValueError(f"thresholds.{per_slice[0]}.per_slice needs evaluator.slices: there are no slices to gate")
+        return self
 
 
 class PusherSection(Section):
@@ -543,6 +574,24 @@ class Config(Section):
         if data and any(data.label in names for names in features.listed().values()):
             raise ValueError(f"the label {data.label!r} cannot also be a feature")
         return features
+
+    @field_validator("evaluator")
+    @classmethod
+    def _slices_are_plain_columns(cls, evaluator: EvaluatorSection, info: ValidationInfo) -> EvaluatorSection:
+        # At `evaluator`: `data` and `features` come first, so they are validated by now. Whether a slice column is in
+        # the data at all is checked with the data's columns (loader).
+        data, features = info.data.get("data"), info.data.get("features")
+        roles = {}
+        if features:
+            roles.update({name: f"a feature of kind {kind}" for kind in ("image", "text") for name in features.listed()[kind]})
+        if data:
+            roles[data.label] = "the label"
+        for index, columns in enumerate(evaluator.slices):
+            for position, column in enumerate(columns):
+                if column in roles:
+                    raise ValueError(f"slices.{index}.{position}: {column!r} is {roles[column]}; slice by a column of "
+                                     "plain values (numbers or categories)")
+        return evaluator
 
     @model_validator(mode="after")
     def _worker_image_is_the_pipeline_image(self) -> Config:
