@@ -31,6 +31,8 @@ STAGE_OF_NODE = {GATE_ID: VALIDATION_STAGE, BASELINE_ID: EVALUATE_STAGE, REFEREN
 # the parameter that carries the fingerprint from it to ingest, so that ingest's cache key follows the data.
 DATA_FINGERPRINT_ID = "data_fingerprint"
 DATA_FINGERPRINT_PARAMETER = "data_fingerprint"
+# On Kubeflow only: the step after evaluate that writes the outputs the run's page displays (dtfx.components.run_results).
+RUN_RESULTS_ID = "run_results"
 
 # Output keys of the TFX components whose artifacts the run summary and the report read.
 STATISTICS_OUTPUT = "statistics"
@@ -40,6 +42,8 @@ BLESSING_OUTPUT = "blessing"
 PUSHED_MODEL_OUTPUT = "pushed_model"
 PREDICTIONS_OUTPUT = "predictions"
 EXAMPLES_OUTPUT = "examples"
+ANOMALIES_OUTPUT = "anomalies"
+TRANSFORM_GRAPH_OUTPUT = "transform_graph"
 # A custom property of ingest's Examples: rows left out for a bad image (data.on_bad_image: skip).
 SKIPPED_IMAGES_PROPERTY = "rows_skipped_for_bad_images"
 # ... and the formats and sizes of its images and the lengths of its texts, as read (example_gen.profile), in JSON.

@@ -27,8 +27,26 @@ import yaml
 
 from dtfx.components import data_fingerprint
 from dtfx.components.kfp_executor_input import OUTPUT_TYPES_FLAG, type_title
-from dtfx.components.names import DATA_FINGERPRINT_ID, DATA_FINGERPRINT_PARAMETER, INGEST_STAGE, PREDICT_STAGE, TRAIN_STAGE
+from dtfx.components.names import (
+    ANOMALIES_OUTPUT,
+    BLESSING_OUTPUT,
+    DATA_FINGERPRINT_ID,
+    DATA_FINGERPRINT_PARAMETER,
+    EVALUATE_STAGE,
+    EVALUATION_OUTPUT,
+    INGEST_STAGE,
+    PREDICT_STAGE,
+    RUN_RESULTS_ID,
+    STATISTICS_OUTPUT,
+    STATISTICS_STAGE,
+    TRAIN_STAGE,
+    TRANSFORM_GRAPH_OUTPUT,
+    TRANSFORM_STAGE,
+    VALIDATION_STAGE,
+)
 from dtfx.components.run_parameters import TYPE_WORDS
+from dtfx.components.run_results import step as results_step
+from dtfx.components.run_results import ui_outputs
 from dtfx.components.trainer.distributed.cluster import Task, tasks
 from dtfx.components.trainer.kubernetes.manifest import OPERATORS, JobSettings, manifest
 from dtfx.pipeline.config import Config
@@ -86,12 +104,16 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
     if unsupported:  # the builder should never produce these: a dtfx bug, not a user error
         raise RuntimeError("The compiled pipeline has steps open-source Kubeflow cannot run:\n- " + "\n- ".join(unsupported))
     steps = [node.id for node in pipeline.components]
-    labels = {step: spec["components"][step]["executorLabel"] for step in steps if step in spec["components"]}
+    # run_results is no node of the builder's pipeline: it takes what kubeflow: sets for every step (volumes, secrets,
+    # node selectors and tolerations), so that it is placed where any step may run.
+    labels = {step: spec["components"][step]["executorLabel"] for step in [*steps, RUN_RESULTS_ID] if step in spec["components"]}
     in_job_pods = {TRAIN_STAGE} if training_job else set()
     platform_spec = platform.platform_spec(config.kubeflow, labels, placed_elsewhere=in_job_pods)
     if DATA_FINGERPRINT_ID in spec["root"]["dag"]["tasks"]:
         _share_ingest_platform(spec, platform_spec)
         steps.insert(0, DATA_FINGERPRINT_ID)
+    if RUN_RESULTS_ID in spec["root"]["dag"]["tasks"]:
+        steps.append(RUN_RESULTS_ID)
     if run_form.CHECK_STEP in spec["root"]["dag"]["tasks"]:
         steps.insert(0, run_form.CHECK_STEP)
     write_spec(output, spec, platform_spec)
@@ -185,6 +207,10 @@ def _finish(spec: dict, config: Config, pipeline_root: str, training_job: bool) 
     predict = tasks.get(PREDICT_STAGE)
     if predict is not None:
         predict.pop("cachingOptions", None)  # as ingest: it reads predict.data, whose changes a cache would not see
+    if tasks.get(EVALUATE_STAGE) is not None:
+        _add_run_results(spec, config)
+        notes.append(f"{RUN_RESULTS_ID} shows the evaluation metrics, the confusion matrix and ROC curve, a report and "
+                     "the data summary on the run's page in the Kubeflow UI")
     return notes
 
 
@@ -237,6 +263,62 @@ def _add_data_fingerprint(spec: dict) -> None:
         inputs_spec = json.loads(args[at])
         inputs_spec.setdefault("parameters", {})[DATA_FINGERPRINT_PARAMETER] = dict(string)
         args[at] = json.dumps(inputs_spec, indent=2)
+
+
+def _add_run_results(spec: dict, config: Config) -> None:
+    """Puts the `run_results` step (dtfx.components.run_results) after evaluate: the outputs the run page displays.
+
+    Its outputs are typed with the `system.*` schema titles the UI looks for (run_results.ui_outputs);
+    a TFX component cannot have them, as TFX 1.16's Kubeflow V2 compiler (compiler_utils.py,
+    `get_artifact_schema`) writes a custom type's TYPE_NAME as the title and its entrypoint imports the
+    title as a class path (kubeflow_v2_entrypoint_utils.py, `_retrieve_class_path`). Its inputs are
+    the evaluation and blessing, the statistics, the anomalies and the transform graph (the class names),
+    each typed as its producer declares it, so that every 2.x driver resolves them from the producers.
+    """
+    tasks = spec["root"]["dag"]["tasks"]
+    inputs, definitions = _run_results_inputs(spec)
+    parameters = {results_step.PIPELINE_PARAMETER: (config.pipeline.name, "STRING"),
+                  results_step.DECISION_THRESHOLD_PARAMETER: (config.evaluator.decision_threshold, "NUMBER_DOUBLE")}
+    outputs = {key: {"artifactType": {"schemaTitle": title, "schemaVersion": ui_outputs.SCHEMA_VERSION}}
+               for key, title in ui_outputs.OUTPUT_TYPES.items()}
+    label = f"{RUN_RESULTS_ID}_executor"
+    spec["components"][RUN_RESULTS_ID] = {
+        "executorLabel": label,
+        "inputDefinitions": {"artifacts": definitions,
+                             "parameters": {key: {"parameterType": kind} for key, (_, kind) in parameters.items()}},
+        "outputDefinitions": {"artifacts": outputs},
+    }
+    evaluate_label = spec["components"][tasks[EVALUATE_STAGE]["componentRef"]["name"]]["executorLabel"]
+    spec["deploymentSpec"]["executors"][label] = {"container": {
+        "image": spec["deploymentSpec"]["executors"][evaluate_label]["container"]["image"],
+        "command": ["python", "-m", results_step.__name__], "args": ["--executor_input", "{{$}}"]}}
+    tasks[RUN_RESULTS_ID] = {
+        "componentRef": {"name": RUN_RESULTS_ID},
+        "dependentTasks": sorted({source["taskOutputArtifact"]["producerTask"] for source in inputs.values()}),
+        "inputs": {"artifacts": inputs,
+                   "parameters": {key: {"runtimeValue": {"constant": value}} for key, (value, _) in parameters.items()}},
+        "taskInfo": {"name": RUN_RESULTS_ID},
+        "cachingOptions": {"enableCache": True},
+    }
+
+
+def _run_results_inputs(spec: dict) -> tuple[dict, dict]:
+    """The run_results task's input artifacts (from the tasks that produce them) and their definitions (typed as
+    their producers declare them); an input whose producer is not in this pipeline is left out."""
+    sources = {results_step.EVALUATION_INPUT: (EVALUATE_STAGE, EVALUATION_OUTPUT),
+               results_step.BLESSING_INPUT: (EVALUATE_STAGE, BLESSING_OUTPUT),
+               results_step.STATISTICS_INPUT: (STATISTICS_STAGE, STATISTICS_OUTPUT),
+               results_step.ANOMALIES_INPUT: (VALIDATION_STAGE, ANOMALIES_OUTPUT),
+               results_step.TRANSFORM_GRAPH_INPUT: (TRANSFORM_STAGE, TRANSFORM_GRAPH_OUTPUT)}
+    tasks = spec["root"]["dag"]["tasks"]
+    inputs, definitions = {}, {}
+    for key, (task, output) in sources.items():
+        component = spec["components"].get(tasks.get(task, {}).get("componentRef", {}).get("name", ""), {})
+        declared = component.get("outputDefinitions", {}).get("artifacts", {}).get(output)
+        if declared is not None:
+            inputs[key] = {"taskOutputArtifact": {"producerTask": task, "outputArtifactKey": output}}
+            definitions[key] = {"artifactType": copy.deepcopy(declared["artifactType"])}
+    return inputs, definitions
 
 
 def _share_ingest_platform(spec: dict, platform_spec: dict | None) -> None:

@@ -41,7 +41,7 @@ import yaml
 
 from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS, LOCAL_ROOT_ENV, local_path_for_uri, type_title
 from dtfx.components.trainer.kubernetes.training import LOCAL_PROCESSES_ENV
-from dtfx.pipeline.kubeflow import cache, driver
+from dtfx.pipeline.kubeflow import cache, driver, run_page
 from dtfx.pipeline.kubeflow.image import ImageEnvironment, image_environment, pod_environment
 from dtfx.pipeline.kubeflow.object_store import LauncherError, ObjectStore, is_store_uri
 
@@ -85,6 +85,7 @@ class RehearsalResult:
     pipeline_root: str
     message: str = ""
     run_id: str = RUN_ID
+    page_outputs: list[run_page.ShownOutput] = dataclasses.field(default_factory=list)  # what the UI would display
 
 
 def load_spec(path: str | os.PathLike) -> dict:
@@ -171,9 +172,20 @@ def rehearse(
                     metadata.keep(store, artifact.uri)
     ran = {task.name for task in run.tasks}
     skipped = [TaskRun(name, "skipped") for name in order if name not in ran]
-    result = RehearsalResult(not run.failure, run.tasks + skipped, pipeline_root, run.failure, run.run_id)
+    shown, failure = check_run_page(run, store)
+    result = RehearsalResult(not failure, run.tasks + skipped, pipeline_root, failure, run.run_id, shown)
     write_report(Path(pipeline_spec_path).parent / REPORT_FILE, result, spec["pipelineInfo"]["name"], version.version)
     return result
+
+
+def check_run_page(run: _Run, store: ObjectStore) -> tuple[list[run_page.ShownOutput], str]:
+    """The outputs the Kubeflow UI's run page would display, checked as it reads them (dtfx.pipeline.kubeflow.run_page);
+    and the run's failure message, which names every output the UI could not display when the run itself succeeded."""
+    shown = run_page.shown_outputs(run.outputs, store)
+    wrong = [f"{output.task}.{output.output} ({output.type}): {problem}" for output in shown for problem in output.problems]
+    if run.failure or not wrong:
+        return shown, run.failure
+    return shown, "The run page of the Kubeflow UI could not display:\n- " + "\n- ".join(wrong)
 
 
 def write_report(path: Path, result: RehearsalResult, pipeline: str, kfp_version: str) -> None:
@@ -183,7 +195,8 @@ def write_report(path: Path, result: RehearsalResult, pipeline: str, kfp_version
               "cached_from": task.cached_from or None}
              for task in result.tasks]
     report = {"pipeline": pipeline, "run_id": result.run_id, "kfp_version": kfp_version, "success": result.success,
-              "message": result.message, "pipeline_root": result.pipeline_root, "tasks": tasks}
+              "message": result.message, "pipeline_root": result.pipeline_root, "tasks": tasks,
+              "run_page": [output.to_dict() for output in result.page_outputs]}
     path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 

@@ -109,6 +109,9 @@ def test_every_step_runs_dtfx_entrypoint_from_the_image(spec):
         if label == "data_fingerprint_executor":  # not a TFX step: its own module, fed the executor input
             assert container["command"] == ["python", "-m", "dtfx.components.data_fingerprint"], label
             continue
+        if label == "run_results_executor":  # not a TFX step: what the run page shows, fed the executor input
+            assert container["command"] == ["python", "-m", "dtfx.components.run_results.step"], label
+            continue
         if label == "check_parameters_executor":  # the config's rules over the run parameters, by dtfx's config model
             assert container["command"] == ["python", "-m", "dtfx.pipeline.kubeflow.run_form"], label
             continue
