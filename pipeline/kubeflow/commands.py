@@ -16,7 +16,6 @@ import tempfile
 import time
 
 from dtfx.components.names import PUSH_STAGE, PUSHED_MODEL_OUTPUT
-from dtfx.components.run_parameters import TYPE_WORDS
 from dtfx.pipeline.cli_args import OutputKind, add_config_verb, check_output
 from dtfx.pipeline.errors import ConfigError, UserError
 
@@ -399,6 +398,8 @@ def _cluster_config(args):
 
 
 def _print_compiled(compiled, keep: bool = True) -> None:
+    from dtfx.components.run_parameters import TYPE_WORDS
+
     if keep:
         print(f"compiled: {compiled.path}")
     print(f"steps: {', '.join(compiled.steps)}")
