@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 
 from dtfx.pipeline.layout import REPORT_FILE
-from dtfx.pipeline.report import artifacts, curves, replicas, results, sections
+from dtfx.pipeline.report import artifacts, curves, replicas, results, sections, slices
 from dtfx.pipeline.report.markup import badge, esc, facts, unavailable
 from dtfx.pipeline.run_summary import RunSummary
 
@@ -78,6 +78,7 @@ SECTIONS: list[tuple[str, str, Callable[[RunSummary], str]]] = [
     ("training", "Training", results.training_section),
     ("replicas", "Replicas", replicas.replicas_section),
     ("evaluation", "Evaluation", results.evaluation_section),
+    (slices.ANCHOR, slices.TITLE, slices.slices_section),
     ("plots", "Evaluation plots", curves.plots_section),
     ("model", "Model", results.model_section),
     ("config", "Config", sections.config_section),

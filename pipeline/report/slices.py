@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 import re
 
+from dtfx.components.names import EVALUATE_STAGE
 from dtfx.pipeline.report.markup import esc, not_run, section
+from dtfx.pipeline.report.sections import why_missing
 from dtfx.pipeline.report.svg import fmt
 from dtfx.pipeline.run_summary import RunSummary, SliceMetrics
 
@@ -34,7 +36,7 @@ def slices_section(summary: RunSummary) -> str:
     evaluator = summary.evaluator
     config = summary.config.get("evaluator") or {}
     if evaluator is None:
-        return not_run(ANCHOR, TITLE, "the evaluation did not run")
+        return not_run(ANCHOR, TITLE, why_missing(summary, EVALUATE_STAGE) or "summary.json records no evaluation")
     if not evaluator.slices:
         return section(ANCHOR, TITLE, '<p class="muted">No slices: list columns in evaluator.slices to see every '
                        "metric per value of them.</p>", "not-run")

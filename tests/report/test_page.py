@@ -47,6 +47,7 @@ def test_a_run_stopped_after_statistics_shows_statistics_and_not_run_sections(tm
         "training": "not-run",
         "replicas": "not-run",
         "evaluation": "not-run",
+        "slices": "not-run",
         "plots": "not-run",
         "model": "not-run",
         "config": "",

@@ -65,3 +65,8 @@ def test_each_column_sorts_the_rows_by_its_values(tmp_path):
 def test_without_slices_the_section_says_how_to_get_them(tmp_path):
     html = section_of(tmp_path, slices=[], config={})
     assert "evaluator.slices" in html and 'data-state="not-run"' in html
+
+
+def test_without_an_evaluation_the_section_says_why(tmp_path):
+    summary = make_summary(tmp_path, {"until": "train", "config": CONFIG})
+    assert "--until train stopped the run before the evaluate stage" in slices_section(summary)
