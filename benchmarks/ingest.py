@@ -66,7 +66,7 @@ def dtfx_run(csv_path: str, out: str) -> float:
     from dtfx.pipeline.config import ShardingSection
 
     options = IngestOptions(label="tips", non_finite="error", task="regression", numeric_features=None, images=[],
-                            on_bad_image="error", texts=[],
+                            on_bad_image="error", texts=[], weight=None,
                             **{**ShardingSection().model_dump(), "num_shards": 4})
     component = ShardedExampleGen(data_path=csv_path, splits=SPLITS, options=options)
     return _timed_do(executor.Executor, dict(component.exec_properties), out)

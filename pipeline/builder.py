@@ -182,11 +182,12 @@ def build_pipeline(
 
 
 def ingest_options(config: Config) -> IngestOptions:
-    """The ingest step's options: the label and task, `data.non_finite`, `data.sharding` and the numeric features."""
+    """The ingest step's options: the label and task, `data.non_finite`, `data.sharding`, the numeric features and the
+    weight column, whose values it checks."""
     return IngestOptions(label=config.data.label, task=config.data.task, non_finite=config.data.non_finite,
                          numeric_features=config.features.numeric, on_bad_image=config.data.on_bad_image,
                          images=[feature.model_dump(mode="json") for feature in config.features.image],
-                         texts=[feature.name for feature in config.features.text],
+                         texts=[feature.name for feature in config.features.text], weight=config.data.weight,
                          **config.data.sharding.model_dump())
 
 
@@ -201,7 +202,8 @@ def statistics_options(config: Config) -> tfdv.StatsOptions | None:
 
 
 def transform_options(config: Config) -> TransformOptions:
-    """The Transform step's options: the label, the task, the feature lists and the shards of its output."""
+    """The Transform step's options: the label, the task, the feature lists, the shards of its output, the weight
+    column it passes through, and whether it counts the label's classes (for trainer.class_weights: balanced)."""
     return TransformOptions(
         label=config.data.label,
         task=config.data.task,
@@ -211,11 +213,14 @@ def transform_options(config: Config) -> TransformOptions:
         images=[feature.model_dump(mode="json") for feature in config.features.image],
         texts=[feature.model_dump(mode="json") for feature in config.features.text],
         num_shards=config.data.sharding.num_shards,
+        weight=config.data.weight,
+        label_counts=config.trainer.class_weights == "balanced",
     )
 
 
 def trainer_options(config: Config, training_job: JobSettings | None = None) -> TrainerOptions:
-    """The Trainer step's options: the `trainer` section, with the label and the task (and a training job's settings)."""
+    """The Trainer step's options: the `trainer` section, with the label, the task and the weight column (and a training
+    job's settings)."""
     trainer = config.trainer
     return TrainerOptions(
         label=config.data.label,
@@ -225,6 +230,8 @@ def trainer_options(config: Config, training_job: JobSettings | None = None) -> 
         batch_size=trainer.batch_size,
         learning_rate=trainer.learning_rate,
         seed=trainer.seed,
+        weight=config.data.weight,
+        class_weights=trainer.class_weights,
         steps_per_execution=trainer.steps_per_execution,
         distribution=trainer.distribution.settings(),
         input=InputOptions(shuffle_buffer=trainer.input.shuffle_buffer, cache=trainer.input.cache),

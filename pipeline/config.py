@@ -152,6 +152,21 @@ class DataSection(Section):
         description="An image (features.image) that is missing, unreadable or not an image: `error` stops ingest naming "
         "the file and row; `skip` leaves the row out, counts it and lists the first ones in the ingest log.",
     )
+    weight: str | None = Field(
+        None,
+        description="Name of a column of example weights: a finite number of at least 0 in every row (validate and "
+        "ingest refuse a missing, negative or non-numeric one, naming the file, line and column). Training weighs each "
+        "example's loss and metrics by it (Keras' sample_weight), as if a row of weight 2 were there twice; it is "
+        "carried through Transform unchanged and is not a feature, so serving and batch prediction do not need it. "
+        "With trainer.class_weights, an example's weight is the product of the two. Null: every example weighs 1.",
+    )
+
+    @model_validator(mode="after")
+    def _weight_is_not_the_label(self) -> DataSection:
+        if self.weight is not None and self.weight == self.label:
+            raise ValueError(f"weight {self.weight!r} is the label column: name a column of example weights, "
+                             "not the column to predict")
+        return self
 
     @field_validator("splits")
     @classmethod
@@ -390,6 +405,21 @@ class EvaluationSection(Section):
     )
 
 
+def _class_name(value: Any) -> Any:
+    # A label of integer classes is read as text by Transform ("1"), and YAML reads the key `1:` as a number.
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+ClassWeights = Annotated[
+    Union[  # noqa: UP007
+        Annotated[Literal["balanced"], Tag("word")],
+        Annotated[dict[Annotated[str, BeforeValidator(_class_name)], Annotated[FiniteFloat, Field(ge=0)]], Tag("mapping")],
+    ],
+    # A mapping is checked as class weights and anything else as the word: one message, about the form written.
+    Discriminator(lambda value: "mapping" if isinstance(value, dict) else "word"),
+]
+
+
 class TrainerSection(Section):
     model: ModelSection = Field(
         default_factory=MODEL_TYPES.get("dnn").options,
@@ -407,6 +437,15 @@ class TrainerSection(Section):
         0.01, gt=0, description="Adam learning rate for the global batch (not scaled by replicas)."
     )
     seed: int = Field(0, ge=0, lt=2**32, description="Seed of weight initialisation and shuffling (0 to 2^32 - 1).")
+    class_weights: ClassWeights | None = Field(
+        None,
+        description="classification only: weigh each training example by its class, for a label whose classes are "
+        "imbalanced. `balanced`: n_samples / (n_classes * rows of the class), counted over the training split as "
+        "scikit-learn's compute_class_weight defines it (rows, not data.weight); or a mapping of class to weight (at "
+        "least 0; classes left out weigh 1; a class that is not a value of the label is refused). With data.weight, "
+        "an example's weight is the product of the two. Training's loss only, as Keras' class_weight: the "
+        "evaluation during training and the evaluate stage's metrics are not class-weighted. Null: every class weighs 1.",
+    )
     steps_per_execution: Annotated[PositiveInt, STEPS_PER_EXECUTION] = Field(
         10, description=f"Steps run inside one tf.function call; more means less Python overhead per step; "
         f"{STEPS_PER_EXECUTION}."
@@ -567,12 +606,14 @@ class Config(Section):
 
     @field_validator("features")
     @classmethod
-    def _label_is_not_a_feature(cls, features: FeaturesSection, info: ValidationInfo) -> FeaturesSection:
+    def _label_and_weight_are_not_features(cls, features: FeaturesSection, info: ValidationInfo) -> FeaturesSection:
         # A field's check, so that the error is at `features`; `data` comes first, so it is validated by now (absent
         # from info.data when it is invalid, and then it is the error to fix first).
         data = info.data.get("data")
-        if data and any(data.label in names for names in features.listed().values()):
-            raise ValueError(f"the label {data.label!r} cannot also be a feature")
+        roles = [("the label", data.label), ("the example weight (data.weight)", data.weight)] if data else []
+        for role, column in roles:
+            if column is not None and any(column in names for names in features.listed().values()):
+                raise ValueError(f"{role} {column!r} cannot also be a feature")
         return features
 
     @field_validator("evaluator")
@@ -592,6 +633,16 @@ class Config(Section):
                     raise ValueError(f"slices.{index}.{position}: {column!r} is {roles[column]}; slice by a column of "
                                      "plain values (numbers or categories)")
         return evaluator
+
+    @field_validator("trainer")
+    @classmethod
+    def _class_weights_only_for_classification(cls, trainer: TrainerSection, info: ValidationInfo) -> TrainerSection:
+        # At `trainer`, as the check of `features` above is at `features`: `data` is validated by now.
+        data = info.data.get("data")
+        if data and data.task != "classification" and trainer.class_weights is not None:
+            raise ValueError(f"class_weights weigh the classes of a classification label; data.task is {data.task}, "
+                             "whose label has no classes (remove class_weights, or weigh examples with data.weight)")
+        return trainer
 
     @model_validator(mode="after")
     def _worker_image_is_the_pipeline_image(self) -> Config:

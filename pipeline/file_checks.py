@@ -14,6 +14,7 @@ import gzip
 import importlib.util
 import itertools
 import os
+import sys
 from collections.abc import Iterator
 
 # Ingest's rules, which validate applies to the same files: which files a data path reads (DATA_SUFFIXES),
@@ -96,6 +97,8 @@ class ColumnSample:
     present: int = 0  # cells that are not missing
     first_non_number: tuple[int, str] | None = None  # (line, cell) of the first cell that is not a number
     first_non_finite: tuple[int, str] | None = None  # (line, cell) of the first number that is infinite in float32
+    first_missing: int | None = None  # the line of the first missing cell (one of NULL_VALUES, or none at all)
+    first_negative: tuple[int, str] | None = None  # (line, cell) of the first number below 0
 
 
 def csv_sample(path: str, rows: int = SAMPLE_ROWS, errors: str = "replace") -> Iterator[tuple[int, list[str]]]:
@@ -125,7 +128,8 @@ def _open_csv(path: str, mode: str, **text_options):
 
 
 def sample_columns(path: str, columns: list[str], rows: int = SAMPLE_ROWS) -> dict[str, ColumnSample]:
-    """Present cells and the first non-number of each of `columns` in the first `rows` data rows of a CSV file."""
+    """Present cells, and the first missing cell, non-number, non-finite and negative number, of each of `columns` in
+    the first `rows` data rows of a CSV file."""
     samples = {name: ColumnSample() for name in columns}
     records = csv_sample(path, rows)
     header = [name.strip() for name in next(records)[1]]
@@ -133,15 +137,18 @@ def sample_columns(path: str, columns: list[str], rows: int = SAMPLE_ROWS) -> di
     for line, record in records:
         for name, position in positions.items():
             cell = record[position] if position < len(record) else ""
-            if cell in NULL_VALUES:
-                continue
             sample = samples[name]
+            if cell in NULL_VALUES:
+                sample.first_missing = sample.first_missing or line
+                continue
             sample.present += 1
             number = is_number(cell)
             if sample.first_non_number is None and not number:
                 sample.first_non_number = (line, cell)
             if sample.first_non_finite is None and number and not is_finite_float32(cell):
                 sample.first_non_finite = (line, cell)
+            if sample.first_negative is None and number and float(cell) < 0:
+                sample.first_negative = (line, cell)
     return samples
 
 
@@ -207,6 +214,25 @@ def label_classes(files: list[str], label: str) -> tuple[dict[str, int], int] | 
     if any(format_of(path) == "tfrecord" for path in files):
         return None
     return labels.count_classes(itertools.chain.from_iterable(sources.label_columns(path, label) for path in files))
+
+
+def all_label_classes(files: list[str], label: str) -> set[str] | None:
+    """Every class of column `label` in the CSV or Parquet `files`, as Transform names them (an integer as its digits,
+    so that a CSV's `01` is the class `1`): one pass over the column of every file, for trainer.class_weights' class
+    names. None for TFRecord files (only ingest decodes their records)."""
+    if any(format_of(path) == "tfrecord" for path in files):
+        return None
+    columns = itertools.chain.from_iterable(sources.label_columns(path, label) for path in files)
+    classes, _ = labels.count_classes(columns, enough=sys.maxsize)
+    return {class_name(value) for value in classes}
+
+
+def class_name(value: str) -> str:
+    """A label value (or a class of trainer.class_weights) as Transform names its class: integers by their digits."""
+    try:
+        return str(int(value))
+    except ValueError:
+        return value
 
 
 def files_version(path: str) -> str:

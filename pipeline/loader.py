@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from dtfx.components.example_gen.encode import bad_weight
 from dtfx.components.example_gen.labels import too_few_classes
 from dtfx.components.example_gen.sources import describe_paths, image_kind_problem, nothing_to_learn
 from dtfx.components.registry.formats import format_of
@@ -326,6 +327,7 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
             named += [(f"features.{kind}.{index}.name", feature.get("name"))
                       for index, feature in enumerate(features[kind]) if isinstance(feature, dict)]
     named.append(("data.sharding.key", _section(data, "sharding").get("key")))
+    named.append(("data.weight", data.get("weight")))
     missing = {name for path, name in named if isinstance(name, str) and name not in columns}
     for path, name in named:
         if isinstance(name, str) and name in missing:
@@ -339,6 +341,7 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
         problems += _parquet_image_problems(files[0], named, missing, lines)
     if isinstance(label, str) and label not in missing:
         problems += _label_problems(files, label, _given(data, DataSection, "task"), lines)
+        problems += _class_weight_problems(files, label, _section(_section(raw, "trainer"), "class_weights"), lines)
     return problems
 
 
@@ -429,7 +432,8 @@ def _value_problems(
     if task == "regression":
         numeric.append(("data.label", named[0][1]))
     images = [(key, name) for key, name in named if key.startswith("features.image.")]
-    wanted = [name for _, name in numeric + images]
+    weight = [(key, name) for key, name in named if key == "data.weight" and name != named[0][1]]  # not the label
+    wanted = [name for _, name in numeric + images + weight]
     samples = file_checks.sample_columns(path, [n for n in wanted if isinstance(n, str) and n not in missing])
     problems = []
     for key, name in numeric:
@@ -450,6 +454,48 @@ def _value_problems(
             problem = image_kind_problem(name, "float")
             problems.append(Problem(key, f"{path}: {problem} (all {sample.present:,} values read are numbers)",
                                     line_of(key, lines)))
+    for key, name in weight:
+        problem = _weight_problem(path, name, samples.get(name))
+        if problem:
+            problems.append(Problem(key, problem, line_of(key, lines)))
+    return problems
+
+
+def _weight_problem(path: str, name: str, sample: file_checks.ColumnSample | None) -> str | None:
+    """The first cell of the weight column that ingest would refuse (encode.check_weights), in its words, or None."""
+    if sample is None:
+        return None
+    cells = {"is not a number": sample.first_non_number, "is not a finite number": sample.first_non_finite}
+    found = [(cell[0], f"{cell[1]!r} in column {name!r} {what}") for what, cell in cells.items() if cell]
+    if sample.first_negative:  # as ingest names a negative weight: the number, not the cell's text
+        line, cell = sample.first_negative
+        found.append((line, f"{float(cell):g} in column {name!r} is negative"))
+    if sample.first_missing:
+        found.append((sample.first_missing, f"column {name!r} has no value"))
+    if not found:
+        return None
+    line, problem = min(found)
+    return f"{path}, line {line}: {bad_weight(name, problem)}"
+
+
+def _class_weight_problems(files: list[str], label: str, class_weights: Any, lines: dict[str, int]) -> list[Problem]:
+    """trainer.class_weights may name only classes of the label (every row of every file read; not for TFRecord)."""
+    if not class_weights:
+        return []
+    try:
+        classes = file_checks.all_label_classes(files, label)
+    except (ValueError, OSError):
+        return []  # unreadable further down: ingest names the line
+    if classes is None:
+        return []
+    problems = []
+    for name in class_weights:
+        if file_checks.class_name(str(name)) not in classes:
+            path = f"trainer.class_weights.{name}"
+            shown = ", ".join(map(repr, sorted(classes)[:20])) + (", ..." if len(classes) > 20 else "")
+            where = line_of(path, lines) or line_of("trainer.class_weights", lines)
+            problems.append(Problem(path, f"{str(name)!r} is not a class of the label {label!r} in {describe_paths(files)} "
+                                          f"(its classes: {shown})", where))
     return problems
 
 

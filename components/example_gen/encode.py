@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dtfx.components.example_gen.options import NON_FINITE_POLICIES
+from dtfx.components.example_gen.options import NON_FINITE_POLICIES, WEIGHT_ROLE
 
 # Field tags (field number << 3 | wire type 2, "length-delimited").
 _TAG_1, _TAG_2, _TAG_3 = 0x0A, 0x12, 0x1A
@@ -52,6 +52,40 @@ class NonFiniteValueError(ValueConversionError):
         )
         self.column, self.row = column, row
 
+
+class BadWeightError(ValueConversionError):
+    """A row whose example weight (data.weight) is not one finite number of at least 0."""
+
+    def __init__(self, column: str, row: int, problem: str):
+        ValueError.__init__(self, bad_weight(column, problem))
+        self.column, self.row = column, row
+
+
+def bad_weight(column: str, problem: str) -> str:
+    """The message of a `problem` with a cell of the weight column (validate and ingest say it alike)."""
+    return (f"{problem}, but {column!r} is {WEIGHT_ROLE}: every row needs one finite number of at least 0 (a weight "
+            "of 0 leaves the row out of training)")
+
+
+def check_weights(name: str, column: pa.Array) -> None:
+    """Raises BadWeightError at the first row of `column` (data.weight's values, as converted for the examples) that
+    holds no number (empty, NaN, or infinite under data.non_finite: missing), several, or a negative one."""
+    problems: list[tuple[int, str]] = []
+    if _is_list(column.type):
+        lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
+        several = np.flatnonzero(lengths > 1)
+        if several.size:
+            problems.append((int(several[0]), f"column {name!r} holds {int(lengths[several[0]])} values"))
+        column = first_values(column)
+    numbers = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)  # null: NaN
+    missing, negative = np.flatnonzero(~np.isfinite(numbers)), np.flatnonzero(numbers < 0)
+    if missing.size:
+        problems.append((int(missing[0]), f"column {name!r} has no value"))
+    if negative.size:
+        problems.append((int(negative[0]), f"{numbers[negative[0]]:g} in column {name!r} is negative"))
+    if problems:
+        row, problem = min(problems)
+        raise BadWeightError(name, row, problem)
 
 
 def to_feature_values(batch: pa.RecordBatch, kinds: dict[str, str], non_finite: str = "error") -> list[pa.Array]:

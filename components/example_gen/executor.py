@@ -76,7 +76,7 @@ class _EncodeFile(beam.DoFn):
         # Unifying the scans is cheap (one small record per file), so each file does it rather than
         # paying for another Beam stage.
         plan = sources.make_plan(scans, self._options.label, self._options.key, self._options.numeric_columns(),
-                                 tuple(image["name"] for image in self._options.images))
+                                 tuple(image["name"] for image in self._options.images), self._options.weight)
         index, _ = indexed_path
         scan = plan.files[index]
         file_rows = 0
@@ -142,11 +142,16 @@ class _EncodeFile(beam.DoFn):
         the label's values only when its classes are counted."""
         key = self._options.key if self._options.strategy == "hash" else None
         label = self._options.label if self._classes else None
+        weight = self._options.weight
         try:
             if plan.format == "tfrecord":
                 records = encode.finite_records(batch, self._options.non_finite)
+                if weight:
+                    encode.check_weights(weight, _tfrecord_column(batch, weight, plan.kinds, first_only=False))
                 return records, *(_tfrecord_column(batch, name, plan.kinds) if name else None for name in (key, label))
             arrays = encode.to_feature_values(batch, plan.kinds, self._options.non_finite)
+            if weight:
+                encode.check_weights(weight, arrays[plan.columns.index(weight)])
         except encode.ValueConversionError as error:
             row = error.row if kept is None else int(kept[error.row])
             raise DataError(f"{sources.describe_row(scan, first_row + row)}: {error}") from None
@@ -202,8 +207,9 @@ class _ClassCounter:
             beam.metrics.Metrics.counter(labels.COUNTER_NAMESPACE, labels.counter_name(split, value)).inc(rows)
 
 
-def _tfrecord_column(records: np.ndarray, name: str, kinds: dict[str, str]) -> pa.Array:
-    """The first values of feature `name` of serialized tf.Examples, decoded for this only; null where absent.
+def _tfrecord_column(records: np.ndarray, name: str, kinds: dict[str, str], first_only: bool = True) -> pa.Array:
+    """The first values (or, not `first_only`, the lists) of feature `name` of serialized tf.Examples, decoded for this
+    only; null where absent.
 
     tfx_bsl's decoder given a schema decodes only its features (tfx_bsl 1.16, coders/example_coder.py,
     ExamplesToRecordBatchDecoder).
@@ -217,7 +223,7 @@ def _tfrecord_column(records: np.ndarray, name: str, kinds: dict[str, str]) -> p
     schema = schema_pb2.Schema()
     schema.feature.add(name=name, type={"int": schema_pb2.INT, "float": schema_pb2.FLOAT}.get(kind, schema_pb2.BYTES))
     batch = example_coder.ExamplesToRecordBatchDecoder(schema.SerializeToString()).DecodeBatch(list(records))
-    return encode.first_values(batch.column(name))
+    return encode.first_values(batch.column(name)) if first_only else batch.column(name)
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):

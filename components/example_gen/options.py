@@ -22,6 +22,8 @@ BAD_IMAGE_POLICIES = ("error", "skip")  # what ingest does with a row whose imag
 # The most shards per split (data.sharding.num_shards): while it encodes a file, ingest keeps a gzip part file open for
 # each split and shard it writes (tfrecord.PartWriters), so the shard count bounds the files and zlib buffers it holds.
 MAX_SHARDS = 1024
+# What the column of data.weight is, in the errors about its values.
+WEIGHT_ROLE = "the example weight (data.weight)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,12 +41,15 @@ class IngestOptions(StepOptions):
     images: list[dict]  # features.image: name, source, size, channels; ingest reads, checks and resizes them
     on_bad_image: str  # BAD_IMAGE_POLICIES (data.on_bad_image)
     texts: list[str]  # features.text names: their lengths are profiled
+    weight: str | None  # data.weight: a column that must hold a finite number of at least 0 in every row
 
     def numeric_columns(self) -> dict[str, str]:
         """Each column that must hold numbers, with what the config makes it (for the error that names it)."""
         roles = dict.fromkeys(self.numeric_features or (), "a numeric feature (features.numeric)")
         if self.task == "regression":
             roles[self.label] = "the regression label (data.label)"
+        if self.weight:
+            roles[self.weight] = WEIGHT_ROLE
         return roles
 
     def __post_init__(self):

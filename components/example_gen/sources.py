@@ -137,12 +137,13 @@ def scan_file(indexed_path: tuple[int, str]) -> FileScan:
 
 
 def make_plan(scans: list[FileScan], label: str, key: str | None, numeric: dict[str, str] | None = None,
-              images: tuple[str, ...] = ()) -> Plan:
+              images: tuple[str, ...] = (), weight: str | None = None) -> Plan:
     """Unifies the scans of all files; raises DataError when they do not fit together.
 
     `numeric` maps each column that must hold numbers to what it is in the config ("a numeric
     feature", "the regression label"); one that holds text names its first non-number. The
-    `images` columns must hold paths or bytes, not numbers.
+    `images` columns must hold paths or bytes, not numbers. The label, the sharding `key` and the
+    `weight` column (data.weight) must be columns of the data.
     """
     scans = sorted(scans, key=lambda scan: scan.index)
     first = scans[0]
@@ -163,7 +164,7 @@ def make_plan(scans: list[FileScan], label: str, key: str | None, numeric: dict[
                 # Records are copied as they are: a feature's type cannot be changed for some files only.
                 raise DataError(f"{scan.path}: feature {name!r} is {kind} here but {previous} in earlier files")
             kinds[name] = unify_kinds(previous or "null", kind)
-    for role, name in (("label", label), ("sharding key", key)):
+    for role, name in (("label", label), ("sharding key", key), ("weight", weight)):
         if name is not None and name not in kinds:
             where = first.path if first.format == "tfrecord" else f"{first.path}, line 1"
             raise DataError(f"{where}: the {role} column {name!r} is not in the data (columns: {', '.join(columns)})")

@@ -36,6 +36,9 @@ class TrainerOptions(StepOptions):
     batch_size: int  # global, split evenly across replicas
     learning_rate: float
     seed: int
+    weight: str | None  # data.weight: the raw column of example weights (Transform keeps it, as transformed_name)
+    # trainer.class_weights: "balanced", {class name: weight} or None; multiplies with `weight`, in training only.
+    class_weights: str | dict[str, float] | None
     steps_per_execution: int
     distribution: dict[str, Any]  # trainer.distribution; the strategy's registry entry reads it
     input: InputOptions

@@ -129,7 +129,7 @@ class Fitted:
 
 def _train(training: Training, kept: resident.KeptNetwork | None, key: str | None) -> None:
     """Trains and saves: `kept`, a network kept by an earlier training, or one built here and kept under `key`."""
-    inputs = ModelInputs.of(training.job.transform_output, training.options.label, training.options.task)
+    inputs = ModelInputs.of(training.job.transform_output, training.options)
     data = training_data(training, inputs)
     network, kept = network_to_train(training, inputs, kept, key)
     fitted = fit(training, network, data)
@@ -139,10 +139,16 @@ def _train(training: Training, kept: resident.KeptNetwork | None, key: str | Non
 
 
 def training_data(training: Training, inputs: ModelInputs) -> TrainingData:
-    """The training and evaluation batches: under a coordinator, a dataset function each worker runs for itself."""
+    """The training and evaluation batches: under a coordinator, a dataset function each worker runs for itself.
+
+    Both are weighted by data.weight; only the training batches by trainer.class_weights too, as Keras applies its
+    class_weight to training and not to validation (tf_keras 2.16, engine/training.py, `fit`).
+    """
     job, options = training.job, training.options
     feature_spec, label_key = inputs.feature_spec, inputs.label_key
     use_cache, input_cache = dataset.cache_decision(job.train_files, options.input.cache, training.workers)
+    class_weights = dataset.class_weight_vector(options.class_weights, inputs.classes or [],
+                                                lambda: dataset.label_counts(inputs.tft_output))
 
     def train_dataset(seed) -> tf.data.Dataset:
         return dataset.make_dataset(
@@ -156,6 +162,8 @@ def training_data(training: Training, inputs: ModelInputs) -> TrainingData:
             seed=seed,
             num_workers=training.workers,
             shuffle_files=training.coordinated,
+            weight_key=inputs.weight_key,
+            class_weights=class_weights,
         )
 
     if training.coordinated:
@@ -163,7 +171,7 @@ def training_data(training: Training, inputs: ModelInputs) -> TrainingData:
     else:
         train_data = train_dataset(options.seed)
     eval_data = dataset.make_dataset(job.eval_files, feature_spec, label_key, options.task, options.batch_size,
-                                     num_workers=training.workers)
+                                     num_workers=training.workers, weight_key=inputs.weight_key)
     if not training.coordinated:  # under a coordinator, Keras schedules evaluation on the workers itself
         eval_data = dataset.evaluation_data(eval_data, job.eval_steps, training.strategy)
     return TrainingData(train_data, eval_data, input_cache)
@@ -257,13 +265,14 @@ def save(training: Training, network: keras.Model, inputs: ModelInputs, kept: re
     directory. A kept network's signatures are made once, by its first training, and kept with it."""
     options, serving_model_dir = training.options, training.job.serving_model_dir
     signatures = kept.signatures if kept and kept.signatures else serving.make_signatures(
-        network, inputs.tft_output, inputs.feature_names(), options.label, options.task, inputs.classes
+        network, inputs.tft_output, inputs.feature_names(), options.label, options.task, inputs.classes, options.weight
     )
     if kept:
         kept.signatures = signatures
     with compat.without_keras_layer_traces():
         tf.saved_model.save(network, serving_model_dir, signatures=signatures)
-    serving.write_model_inputs(serving_model_dir, inputs.tft_output, options.label, options.task, inputs.classes)
+    serving.write_model_inputs(serving_model_dir, inputs.tft_output, options.label, options.task, inputs.classes,
+                               options.weight)
 
 
 def train_stats(training: Training, network: keras.Model, data: TrainingData, fitted: Fitted) -> TrainStats:

@@ -17,3 +17,7 @@ class TransformOptions(StepOptions):
     images: list[dict]  # features.image: name, size [height, width], channels (ingest made them that size already)
     texts: list[dict]  # features.text: name, max_tokens, sequence_length, standardize
     num_shards: int  # files of transformed examples per split (data.sharding.num_shards, as ingest writes)
+    weight: str | None  # data.weight: a column of example weights, passed through as a float, not a feature
+    # Count the rows of each class of the training split (the label_counts vocabulary), for trainer.class_weights:
+    # balanced. A flag rather than the class weights themselves, so that other class weights do not run Transform again.
+    label_counts: bool

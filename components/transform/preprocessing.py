@@ -7,6 +7,11 @@ resized and scaled to [0, 1]; texts are standardized, split on whitespace and ma
 ids through a vocabulary of the training split (0 pads, OOV tokens share buckets), cut or padded
 to `sequence_length`. Columns not listed are typed from their dtype when the config gives no
 feature lists. Transformed names end in `_xf`.
+
+The label and the example weight (data.weight) are not features: the label becomes class ids (classification)
+or a float, the weight a float as it is (never z-scored), for the Trainer's loss and the evaluator's metrics.
+Neither is an input of the model; a serving request without them is transformed without them (TF Transform
+drops the outputs of the inputs it is not given).
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from dtfx.components.names import LABEL_VOCABULARY, transformed_name
 from dtfx.components.transform.options import TransformOptions
 
 MISSING_CATEGORY = "__missing__"
+# Rows of each class of the training split ("count class" lines, the analysis splits being the training split), for
+# trainer.class_weights: balanced: written beside the label vocabulary, in the same Beam pass over the rows.
+LABEL_COUNTS = "label_counts"
 
 
 def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> dict[str, tf.Tensor]:
@@ -44,9 +52,12 @@ def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> d
     for feature in options.texts:
         outputs[transformed_name(feature["name"])] = _token_ids(inputs[feature["name"]], feature, options.oov_buckets)
     if options.task == "classification":
-        outputs[transformed_name(label)] = _class_ids(inputs[label])
+        outputs[transformed_name(label)] = _class_ids(inputs[label], options.label_counts)
     else:
         outputs[transformed_name(label)] = _dense(_as_float(inputs[label]), float("nan"))
+    if options.weight:
+        # Ingest refuses a row without a weight, so NaN (which the Trainer would turn into a NaN loss) never appears.
+        outputs[transformed_name(options.weight)] = _dense(_as_float(inputs[options.weight]), float("nan"))
     return outputs
 
 
@@ -62,11 +73,12 @@ def vocabulary_filename(column: str) -> str:
 
 
 def feature_kinds(inputs: dict[str, Any], options: TransformOptions) -> tuple[list[str], list[str]]:
-    """The numeric and categorical input columns: as listed in the config, else inferred from dtypes."""
-    label, numeric, categorical = options.label, options.numeric, options.categorical
+    """The numeric and categorical input columns: as listed in the config, else inferred from dtypes (every column but
+    the label, the weight and the image and text features)."""
+    numeric, categorical = options.numeric, options.categorical
     if numeric is None and categorical is None:
-        other_kinds = {feature["name"] for feature in options.images + options.texts}
-        columns = sorted(name for name in inputs if name != label and name not in other_kinds)
+        not_features = {options.label, options.weight} | {feature["name"] for feature in options.images + options.texts}
+        columns = sorted(name for name in inputs if name not in not_features)
         numeric = [name for name in columns if inputs[name].dtype != tf.string]
         categorical = [name for name in columns if inputs[name].dtype == tf.string]
     return list(numeric or []), list(categorical or [])
@@ -108,10 +120,13 @@ def _dense_strings(x):
     return _dense(_as_string(x), MISSING_CATEGORY)
 
 
-def _class_ids(label):
-    """Class index of each row by the label vocabulary; -1 where the label is missing (weighted 0 in training)."""
+def _class_ids(label, count: bool = False):
+    """Class index of each row by the label vocabulary; -1 where the label is missing (weighted 0 in training). With
+    `count`, the rows of each class are written too (LABEL_COUNTS)."""
     label = _as_string(label)
     vocabulary = tft.vocabulary(label, vocab_filename=LABEL_VOCABULARY, store_frequency=False)
+    if count:
+        tft.vocabulary(label, vocab_filename=LABEL_COUNTS, store_frequency=True)
     return tft.apply_vocabulary(_dense(label, ""), vocabulary, default_value=-1)
 
 

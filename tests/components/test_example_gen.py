@@ -50,7 +50,8 @@ def write_csv(path: Path, rows: list[list[str]], header: list[str] = HEADER) -> 
 def ingest_options(label: str = "label", **changes) -> IngestOptions:
     """The options the builder makes from the config's defaults (data.sharding, data.non_finite), with `changes`."""
     defaults = {**ShardingSection().model_dump(), "non_finite": DataSection.model_fields["non_finite"].default,
-                "task": "classification", "numeric_features": None, "images": [], "on_bad_image": "error", "texts": []}
+                "task": "classification", "numeric_features": None, "images": [], "on_bad_image": "error", "texts": [],
+                "weight": None}
     return IngestOptions(label=label, **{**defaults, **changes})
 
 
@@ -425,7 +426,7 @@ def test_data_path_becomes_input_base_and_pattern(tmp_path):
 
 def test_component_options_round_trip_through_the_custom_config(tmp_path):
     options = IngestOptions(label="y", num_shards=7, strategy="random", key=None, seed=2**62 + 1, non_finite="missing",
-                            task="regression", numeric_features=["a", "b"], on_bad_image="skip", texts=["t"],
+                            task="regression", numeric_features=["a", "b"], on_bad_image="skip", texts=["t"], weight="w",
                             images=[{"name": "img", "source": "path", "size": [8, 6], "channels": 1}])
     component = ShardedExampleGen(data_path=str(tmp_path / "x.csv"), splits={"train": 3, "eval": 1}, options=options)
     assert component.outputs["examples"].type_name == "Examples"

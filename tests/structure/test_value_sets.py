@@ -227,7 +227,7 @@ def test_the_limit_scan_finds_a_copy():
 def valid_ingest_options(**changes) -> dict:
     return {"label": "species", "num_shards": 4, "strategy": "hash", "key": None, "seed": 0, "non_finite": "error",
             "task": "classification", "numeric_features": None, "images": [], "on_bad_image": "error", "texts": [],
-            **changes}
+            "weight": None, **changes}
 
 
 @pytest.mark.parametrize("section, key", [(ShardingSection, "strategy"), (DataSection, "non_finite"),

@@ -39,9 +39,10 @@ def checkpoint_pattern(model_run_dir: str) -> str:
 
 def evaluate_checkpoints(job: TrainingJob, options: TrainerOptions) -> None:
     """Evaluates the checkpoint of every epoch of the training as it appears, until the last one."""
-    inputs = ModelInputs.of(job.transform_output, options.label, options.task)
+    inputs = ModelInputs.of(job.transform_output, options)
     network = inputs.build_model(options)
-    eval_data = dataset.make_dataset(job.eval_files, inputs.feature_spec, inputs.label_key, options.task, options.batch_size)
+    eval_data = dataset.make_dataset(job.eval_files, inputs.feature_spec, inputs.label_key, options.task, options.batch_size,
+                                     weight_key=inputs.weight_key)
     writer = tf.summary.create_file_writer(os.path.join(job.model_run_dir, "validation"))
     evaluations: list[dict] = []
     for epoch in range(1, options.epochs(job.train_steps) + 1):

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 
 import tensorflow as tf
+
+from dtfx.components.errors import TrainingError
+from dtfx.components.transform.preprocessing import LABEL_COUNTS
 
 # tf.data's autotuning is off and the parallelism is set here: an autotuned iterator runs a model thread, and
 # deleting the iterator waits for that thread's sleep to end, at the end of every `fit` and validation pass (see
@@ -64,6 +68,8 @@ def make_dataset(
     repeat: bool = True,
     num_workers: int = 1,
     shuffle_files: bool = False,
+    weight_key: str | None = None,
+    class_weights: list[float] | None = None,
 ) -> tf.data.Dataset:
     """Batches of `(features, label, weight)` of the global batch size; weight 0 where the label was missing.
 
@@ -71,6 +77,11 @@ def make_dataset(
     vectorised op per batch. With several workers, each reads its own files when there are at
     least as many files as workers, else every worker reads all and keeps its share of records.
     `shuffle_files` reads the files in an order drawn from `seed` too.
+
+    An example's weight is the product of its `weight_key` feature (data.weight, which is then not a
+    feature) and the weight of its class in `class_weights` (by class id: class_weight_vector), as
+    Keras multiplies sample_weight and class_weight (tf_keras 2.16, engine/data_adapter.py,
+    `_make_class_weight_map_fn`).
     """
     files = (
         tf.io.gfile.glob(file_patterns)
@@ -96,7 +107,8 @@ def make_dataset(
         records = records.repeat()
     batches = records.batch(batch_size, drop_remainder=repeat)
     parsed = batches.map(
-        lambda serialized: _split_label(tf.io.parse_example(serialized, feature_spec), label_key, task),
+        lambda serialized: _split_label(tf.io.parse_example(serialized, feature_spec), label_key, task, weight_key,
+                                        class_weights),
         num_parallel_calls=PARALLELISM,
     )
     options = tf.data.Options()
@@ -136,7 +148,8 @@ class _OneIterator(tf.distribute.DistributedDataset):
         return self._distributed.element_spec
 
 
-def _split_label(features: dict[str, tf.Tensor], label_key: str, task: str):
+def _split_label(features: dict[str, tf.Tensor], label_key: str, task: str, weight_key: str | None = None,
+                 class_weights: list[float] | None = None):
     label = features.pop(label_key)
     if task == "classification":
         weight = tf.cast(label >= 0, tf.float32)
@@ -145,5 +158,40 @@ def _split_label(features: dict[str, tf.Tensor], label_key: str, task: str):
         present = tf.logical_not(tf.math.is_nan(label))
         weight = tf.cast(present, tf.float32)
         label = tf.where(present, label, tf.zeros_like(label))
+    if weight_key:
+        weight *= features.pop(weight_key)
+    if class_weights is not None:
+        weight *= tf.gather(tf.constant(class_weights, tf.float32), label)
     return features, label, weight
 
+
+def class_weight_vector(class_weights: str | dict[str, float] | None, classes: list[bytes],
+                        counts: Callable[[], dict[str, int]]) -> list[float] | None:
+    """trainer.class_weights as a weight per class id (the order of `classes`, the label vocabulary), or None.
+
+    `balanced` is scikit-learn's n_samples / (n_classes * rows of the class) (sklearn 1.5,
+    utils/class_weight.py, compute_class_weight), over `counts()` (rows per class of the training
+    split). A mapping gives its classes their weights and the others 1; a class in it that is not a
+    class of the training split is a TrainingError naming it.
+    """
+    if class_weights is None:
+        return None
+    names = [name.decode() if isinstance(name, bytes) else name for name in classes]
+    if class_weights == "balanced":
+        rows = counts()
+        total = sum(rows[name] for name in names)  # every class of the vocabulary has rows in the training split
+        return [total / (len(names) * rows[name]) for name in names]
+    unknown = sorted(set(class_weights) - set(names))
+    if unknown:
+        raise TrainingError(f"trainer.class_weights names {', '.join(map(repr, unknown))}, not a class of the label in "
+                            f"the training split (its classes: {', '.join(map(repr, sorted(names)))})")
+    return [float(class_weights.get(name, 1.0)) for name in names]
+
+
+def label_counts(tft_output) -> dict[str, int]:
+    """Rows of each class of the training split, as Transform counted them (preprocessing.LABEL_COUNTS)."""
+    counts = {}
+    for line in tft_output.vocabulary_by_name(LABEL_COUNTS):
+        count, _, name = line.partition(b" ")
+        counts[name.decode()] = int(count)
+    return counts

@@ -19,11 +19,12 @@ from dtfx.components.transform.preprocessing import LABEL_VOCABULARY
 
 @dataclasses.dataclass(frozen=True)
 class ModelInputs:
-    """What the model is built from: Transform's output features, the label, the classes."""
+    """What the model is built from: Transform's output features, the label, the example weight, the classes."""
 
     tft_output: tft.TFTransformOutput
     feature_spec: dict[str, tf.io.FixedLenFeature]
     label_key: str
+    weight_key: str | None  # data.weight after Transform: not a feature, the dataset's weights
     numeric: list[str]
     categorical: dict[str, int]  # feature -> buckets
     images: dict[str, tuple[int, int, int]]  # feature -> (height, width, channels)
@@ -31,23 +32,25 @@ class ModelInputs:
     classes: list[str] | None  # classification only
 
     @classmethod
-    def of(cls, transform_output: str, label: str, task: str) -> ModelInputs:
+    def of(cls, transform_output: str, options: TrainerOptions) -> ModelInputs:
         """The inputs as Transform wrote them: each feature's kind follows from its type and shape."""
         tft_output = tft.TFTransformOutput(transform_output)
         feature_spec = tft_output.transformed_feature_spec()
-        label_key = transformed_name(label)
-        features = sorted((name, spec) for name, spec in feature_spec.items() if name != label_key)
+        label_key = transformed_name(options.label)
+        weight_key = transformed_name(options.weight) if options.weight else None
+        features = sorted((name, spec) for name, spec in feature_spec.items() if name not in (label_key, weight_key))
         return cls(
             tft_output=tft_output,
             feature_spec=feature_spec,
             label_key=label_key,
+            weight_key=weight_key,
             numeric=[name for name, spec in features if spec.dtype == tf.float32 and not spec.shape],
             categorical={name: tft_output.num_buckets_for_transformed_feature(name)
                          for name, spec in features if spec.dtype == tf.int64 and not spec.shape},
             images={name: tuple(spec.shape) for name, spec in features if spec.dtype == tf.float32 and len(spec.shape) == 3},
             text={name: (tft_output.num_buckets_for_transformed_feature(name), spec.shape[0])
                   for name, spec in features if spec.dtype == tf.int64 and len(spec.shape) == 1},
-            classes=tft_output.vocabulary_by_name(LABEL_VOCABULARY) if task == "classification" else None,
+            classes=tft_output.vocabulary_by_name(LABEL_VOCABULARY) if options.task == "classification" else None,
         )
 
     def feature_names(self) -> list[str]:

@@ -15,14 +15,15 @@ _KIND_OF_DTYPE = {tf.int64: "int", tf.float32: "float", tf.string: "bytes"}
 
 
 def make_signatures(
-    model, tft_output: tft.TFTransformOutput, feature_names: list[str], label: str, task: str, classes: list[bytes] | None
+    model, tft_output: tft.TFTransformOutput, feature_names: list[str], label: str, task: str, classes: list[bytes] | None,
+    weight: str | None,
 ):
-    """`serving_default` (serialized raw examples without the label -> predictions) and
-    `transform_features` (serialized raw examples -> transformed features, for TFMA)."""
+    """`serving_default` (serialized raw examples without the label and the `weight` column -> predictions) and
+    `transform_features` (serialized raw examples -> transformed features with the label and weight, for TFMA)."""
     # Assigning the layer to the model makes the SavedModel track Transform's graph and assets.
     model.tft_layer = tft_output.transform_features_layer()
     raw_spec = tft_output.raw_feature_spec()
-    serving_spec = {name: spec for name, spec in raw_spec.items() if name != label}
+    serving_spec = {name: spec for name, spec in raw_spec.items() if name not in (label, weight)}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def serve(serialized):
@@ -93,11 +94,12 @@ def _once_per_call(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
 
 def write_model_inputs(model_dir: str, tft_output: tft.TFTransformOutput, label: str, task: str,
-                       classes: list[bytes] | None) -> None:
+                       classes: list[bytes] | None, weight: str | None) -> None:
     """Writes what batch prediction needs to make the serving signature's tf.Examples from a data file: each raw
-    column the model reads and its kind (int, float or bytes, as ingest stores it), the task and the classes."""
+    column the model reads and its kind (int, float or bytes, as ingest stores it), the task and the classes. The
+    label and the example weight (data.weight) are not among the columns: new data need not have them."""
     columns = {name: _KIND_OF_DTYPE[spec.dtype] for name, spec in sorted(tft_output.raw_feature_spec().items())
-               if name != label}
+               if name not in (label, weight)}
     inputs = {"columns": columns, "label": label, "task": task,
               "classes": [name.decode() if isinstance(name, bytes) else name for name in classes or []]}
     path = os.path.join(model_dir, "assets.extra", MODEL_INPUTS_FILE)
