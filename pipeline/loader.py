@@ -328,6 +328,10 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
                       for index, feature in enumerate(features[kind]) if isinstance(feature, dict)]
     named.append(("data.sharding.key", _section(data, "sharding").get("key")))
     named.append(("data.weight", data.get("weight")))
+    slices = _section(raw, "evaluator").get("slices")
+    if isinstance(slices, list):
+        named += [(f"evaluator.slices.{index}.{position}", column) for index, columns in enumerate(slices)
+                  if isinstance(columns, list) for position, column in enumerate(columns)]
     missing = {name for path, name in named if isinstance(name, str) and name not in columns}
     for path, name in named:
         if isinstance(name, str) and name in missing:
