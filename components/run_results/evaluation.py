@@ -13,8 +13,10 @@ import math
 import os
 
 from dtfx.components.evaluator.tfma_files import failure_reason
+from dtfx.components.registry.metrics import MISSING_CLASS
 
-NO_CLASS = -1  # TFMA's class id of no prediction, and Transform's of an example without a label
+# Transform's class of an example without a label, as an actual class; TFMA's NO_PREDICTED_CLASS_ID, as a predicted one.
+NO_CLASS = MISSING_CLASS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,13 +73,25 @@ def verdict(evaluation_uri: str, blessing_uri: str) -> Verdict:
     blessed = os.path.isfile(os.path.join(blessing_uri, constants.BLESSED_FILE_NAME))
     has_validation = any(name.startswith("validations") for name in os.listdir(evaluation_uri))
     validation = tfma.load_validation_result(evaluation_uri) if has_validation else None
-    failures = [failure for per_slice in (validation.metric_validations_per_slice if validation else ())
-                for failure in per_slice.failures]
+    per_slice = sorted(validation.metric_validations_per_slice if validation else (),
+                       key=lambda found: (bool(found.slice_key.single_slice_keys), slice_words(found.slice_key)))
+    failures = [(found.slice_key, failure) for found in per_slice for failure in found.failures]
     if failures:
         return Verdict(blessed, [f"{failure.metric_key.name} {_value(failure)} is {failure_reason(failure)}"
-                                 for failure in failures])
+                                 + (f" on the slice {slice_words(key)}" if key.single_slice_keys else "")
+                                 for key, failure in failures])
     met = thresholds_met(evaluation_uri)
     return Verdict(blessed, met or ["no threshold is set: every model is blessed"])
+
+
+def slice_words(slice_key) -> str:
+    """`column = value, ...` of a TFMA SliceKey proto; empty for the whole split."""
+    parts = []
+    for single in slice_key.single_slice_keys:
+        kind = single.WhichOneof("kind")
+        value = getattr(single, kind) if kind else ""
+        parts.append(f"{single.column} = {value.decode('utf-8', 'replace') if isinstance(value, bytes) else value}")
+    return ", ".join(parts)
 
 
 def thresholds_met(evaluation_uri: str) -> list[str]:

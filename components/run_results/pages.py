@@ -36,7 +36,7 @@ class RunResults:
 
 
 def decision(verdict: Verdict) -> str:
-    """`blessed` or `not blessed`, the word the pages and the push step use."""
+    """`blessed` or `not blessed`, as both pages and the step's log say it."""
     return "blessed" if verdict.blessed else "not blessed"
 
 

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     inputs = {key: local_path_for_uri(listed["artifacts"][0]["uri"], root)
               for key, listed in executor_input["inputs"].get("artifacts", {}).items()}
     values = executor_input["inputs"].get("parameterValues", {})
-    results = read_results(inputs, values.get(PIPELINE_PARAMETER, ""), float(values.get(DECISION_THRESHOLD_PARAMETER, 0.5)))
+    results = read_results(inputs, values[PIPELINE_PARAMETER], float(values[DECISION_THRESHOLD_PARAMETER]))
     metadata = write_outputs(results, executor_input["outputs"], root)
     output_file = executor_input["outputs"]["outputFile"]
     os.makedirs(os.path.dirname(output_file), exist_ok=True)

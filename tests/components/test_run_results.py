@@ -15,7 +15,7 @@ import pytest
 from dtfx.components.run_results import evaluation, pages, step, ui_outputs
 from dtfx.pipeline.kubeflow.run_page import as_recorded
 from tests.report.conftest import evaluations  # noqa: F401  (the session's real TFMA evaluations)
-from tests.report.evaluations import binary_examples, classification_specs, evaluate
+from tests.report.evaluations import ISLANDS, binary_examples, classification_specs, evaluate
 
 DECISION_THRESHOLD = 0.5
 
@@ -119,6 +119,8 @@ def test_the_blessing_and_its_reason_are_on_both_pages(lower_bound, blessed, wor
     markdown, html = found[ui_outputs.SUMMARY_OUTPUT][1], found[ui_outputs.REPORT_OUTPUT][1]
     assert f"## Model: {decision}\n\n- {reason}\n" in markdown
     assert f"Model {decision}</h2><ul><li>{reason}</li>" in html
+    # TFMA applies a plain threshold to every slice (island here): the whole split's reason first, then each slice's.
+    assert all((f"is below lower_bound 0.99 on the slice island = {island}" in markdown) != blessed for island in ISLANDS)
     assert shape_problems(found)[ui_outputs.REPORT_OUTPUT] == [], "the report is one self-contained page"
 
 
