@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import csv
 import importlib.resources
+import json
 import re
 from pathlib import Path
 
 import pytest
 
+from dtfx.components.names import RUN_RESULTS_ID
+from dtfx.components.run_results import ui_outputs
 from dtfx.pipeline.cli import main
 from dtfx.pipeline.kubeflow import compiler, rehearsal
 from dtfx.pipeline.kubeflow.driver import Artifact
@@ -179,6 +182,18 @@ def test_rehearsal_of_the_shipped_config_pushes_a_servable_model(write_config, t
     predicted = serve(pushed, rows)
     assert set(predicted) <= SPECIES and len(predicted) == len(rows)
     assert re.search(r"^rehearsal: .+ \(succeeded, \d+ s\)$", result.stdout, re.MULTILINE)
+    # The run page: the four outputs of run_results, in the shapes the KFP UI reads (pipeline/kubeflow/run_page.py).
+    (report,) = (tmp_path / "outputs").rglob("rehearsal.json")
+    shown = {o["output"]: o for o in json.loads(report.read_text())["run_page"] if o["task"] == RUN_RESULTS_ID}
+    assert {key: o["type"] for key, o in shown.items()} == ui_outputs.OUTPUT_TYPES
+    assert all(o["problems"] == [] for o in shown.values()), shown
+    (metrics,) = shown["metrics"]["shown"]
+    assert "accuracy" in metrics and "example_count" in metrics, "the thresholded metric and the count, at least"
+    assert shown["report"]["shown"] and shown["summary"]["shown"]
+    # Until the evaluator asks TFMA for plots (issue 36's pictures) the UI leaves the classification output out; once it
+    # does, the matrix and the curve both show (their shapes are checked above, as problems).
+    drawn = [line.split(" of ")[0] for line in shown["classification"]["shown"]]
+    assert drawn in ([], ["confusion matrix", "ROC curve"])
 
 
 def test_a_beam_cluster_profile_is_not_rehearsed(capsys):
