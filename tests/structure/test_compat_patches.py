@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
+from tests.structure.code_scan import imported_names
 
 COMPAT = ROOT / "components" / "compat.py"
 COMPAT_TESTS = ROOT / "tests" / "test_compat.py"
@@ -36,19 +37,6 @@ def production_sources() -> list[Path]:
 def _third_party(dotted: str) -> bool:
     top = dotted.split(".")[0]
     return top not in sys.stdlib_module_names and top not in ("dtfx", "__future__")
-
-
-def imported_names(tree: ast.AST) -> dict[str, str]:
-    """Local name -> dotted name of what it imports (`import grpc._server`: grpc -> grpc; `from a import b as c`: c -> a.b)."""
-    names = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return names
 
 
 def _root_name(node: ast.expr) -> str | None:

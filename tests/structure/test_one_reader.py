@@ -13,25 +13,13 @@ from __future__ import annotations
 import ast
 
 from tests.conftest import ROOT
+from tests.structure.code_scan import imported_names
 
 READER_MODULE = "pipeline/file_checks.py"
 # The calls that read CSV rows or open a data file by its compression, and the one function allowed each.
 READERS = {"csv.reader": "csv_sample", "gzip.open": "_open_csv"}
 OPENERS = (*READERS, "csv.DictReader", "gzip.GzipFile", "pyarrow.csv.read_csv", "pyarrow.csv.open_csv")
 GZIP_RULE = "endswith('.gz')"
-
-
-def imported_names(tree: ast.AST) -> dict[str, str]:
-    """Local name -> dotted name of what it imports (`import gzip as g`: g -> gzip; `from csv import reader`)."""
-    names = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return names
 
 
 def dotted(node: ast.expr, names: dict[str, str]) -> str | None:
