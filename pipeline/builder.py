@@ -261,11 +261,16 @@ def eval_config(config: Config) -> tfma.EvalConfig:
     The per-class metrics (registry.metrics) get a metrics spec of their own, which the evaluate step completes once
     it knows the model's classes (dtfx.components.evaluator.classes): the positive class of a binary label, the macro
     average of more. Every metric is computed on the whole split and on each slice of `evaluator.slices`.
+
+    With `data.weight`, TFMA weighs every metric by the column Transform passes through (`example_weight_key`, read from
+    the transformed features), but for the registry's `unweighted` metrics (example_count), in a metrics spec of
+    unweighted examples.
     """
     label_key = transformed_name(config.data.label)
+    weight_key = transformed_name(config.data.weight) if config.data.weight else ""
     prediction_key = "scores" if config.data.task == "classification" else "predictions"
     names = list(dict.fromkeys([*config.metric_names()[:1], "example_count", *config.evaluator.thresholds]))
-    plain, per_class = [], []
+    plain, per_class, unweighted = [], [], []
     slicings = [tfma.SlicingSpec(feature_keys=columns) for columns in config.evaluator.slices]
     for name in names:
         entry = METRICS.get(name)
@@ -276,7 +281,10 @@ def eval_config(config: Config) -> tfma.EvalConfig:
         metric = tfma.MetricConfig(class_name=entry.tfma_class, module=entry.module, config=json.dumps(options))
         if bounds:
             _gate(metric, _threshold(name, bounds), slicings, bounds.per_slice)
-        (per_class if entry.per_class else plain).append(metric)
+        (unweighted if weight_key and entry.unweighted else per_class if entry.per_class else plain).append(metric)
+    specs = [tfma.MetricsSpec(metrics=metrics) for metrics in (plain, per_class) if metrics]
+    if unweighted:
+        specs.append(tfma.MetricsSpec(metrics=unweighted, example_weights=tfma.ExampleWeightOptions(unweighted=True)))
     smallest = config.evaluator.min_slice_size
     return tfma.EvalConfig(
         model_specs=[
@@ -284,11 +292,12 @@ def eval_config(config: Config) -> tfma.EvalConfig:
                 signature_name="serving_default",
                 label_key=label_key,
                 prediction_key=prediction_key,
+                example_weight_key=weight_key,
                 preprocessing_function_names=["transform_features"],
             )
         ],
         slicing_specs=[tfma.SlicingSpec(), *slicings],
-        metrics_specs=[tfma.MetricsSpec(metrics=metrics) for metrics in (plain, per_class) if metrics],
+        metrics_specs=specs,
         # Resolved by the evaluate step into the slices a per-slice threshold gates (evaluator.slicing.gated_slices).
         options=tfma.Options(min_slice_size={"value": smallest}) if slicings and smallest > 1 else None,
     )

@@ -156,9 +156,11 @@ class DataSection(Section):
         None,
         description="Name of a column of example weights: a finite number of at least 0 in every row (validate and "
         "ingest refuse a missing, negative or non-numeric one, naming the file, line and column). Training weighs each "
-        "example's loss and metrics by it (Keras' sample_weight), as if a row of weight 2 were there twice; it is "
-        "carried through Transform unchanged and is not a feature, so serving and batch prediction do not need it. "
-        "With trainer.class_weights, an example's weight is the product of the two. Null: every example weighs 1.",
+        "example's loss and metrics by it (Keras' sample_weight), and the evaluate stage every metric but "
+        "example_count (TFMA's example weight; weighted_example_count is the sum of the weights), as if a row of weight "
+        "2 were there twice; it is carried through Transform unchanged and is not a feature, so serving and batch "
+        "prediction do not need it. With trainer.class_weights, an example's weight is the product of the two (in "
+        "training only). Null: every example weighs 1.",
     )
 
     @model_validator(mode="after")

@@ -10,7 +10,13 @@ those sums (`sums.PLAIN_VALUES`, `sums.CLASS_VALUES`), computed as TFMA computes
 Slices by feature values (`evaluator.slices`) are sums of their own: each batch's examples are grouped by slice as
 TFMA groups them (`slicing.groups`) and added to their slice's sums too.
 
-`unsupported` says why an EvalConfig needs TFMA (other slicings, example weights, another metric or metric option,
+Example weights: the ModelSpec's `example_weight_key` is read as TFMA reads it (model_util.
+get_feature_values_for_model_spec_field: the preprocessing signature's output first, then the raw feature). A metrics
+spec is weighted as TFMA decides (metric_specs._example_weight_options: its `example_weights`, else whether a model
+has an example weight key); its values are keyed `example_weighted` accordingly and computed from sums of the weights,
+or of 1 per example when unweighted.
+
+`unsupported` says why an EvalConfig needs TFMA (other slicings, weights per output, another metric or metric option,
 confidence intervals); the executor then runs TFMA on Beam.
 """
 
@@ -50,10 +56,11 @@ class _Value:
     sub_key: metric_types.SubKey | None = None
     aggregation_type: metric_types.AggregationType | None = None
     class_weights: tuple[tuple[int, float], ...] = ()
+    example_weighted: bool = False
 
     def key(self, model_name: str) -> metric_types.MetricKey:
         return metric_types.MetricKey(name=self.config["name"], model_name=model_name, sub_key=self.sub_key,
-                                      aggregation_type=self.aggregation_type, example_weighted=False)
+                                      aggregation_type=self.aggregation_type, example_weighted=self.example_weighted)
 
 
 def unsupported(eval_config: tfma.EvalConfig) -> str:
@@ -67,9 +74,11 @@ def unsupported(eval_config: tfma.EvalConfig) -> str:
     for spec in eval_config.model_specs:
         plain = tfma.ModelSpec(name=spec.name, signature_name=spec.signature_name, label_key=spec.label_key,
                                prediction_key=spec.prediction_key, is_baseline=spec.is_baseline,
-                               preprocessing_function_names=spec.preprocessing_function_names)
+                               preprocessing_function_names=spec.preprocessing_function_names,
+                               example_weight_key=spec.example_weight_key)
         if spec != plain or not spec.label_key or not spec.prediction_key or len(spec.preprocessing_function_names) > 1:
-            return f"model spec {spec.name!r} beyond one label key, one prediction key and one preprocessing function"
+            return (f"model spec {spec.name!r} beyond one label key, one prediction key, one example weight key and one "
+                    "preprocessing function")
     for metrics_spec in eval_config.metrics_specs:
         reason = _unsupported_spec(metrics_spec)
         if reason:
@@ -88,9 +97,12 @@ def _unsupported_spec(metrics_spec: tfma.MetricsSpec) -> str:
     if macro:
         allowed.aggregate.macro_average = True
         allowed.aggregate.class_weights.update(metrics_spec.aggregate.class_weights)
+    options = metrics_spec.example_weights
+    if metrics_spec.HasField("example_weights") and options.weighted != options.unweighted:  # one of the two
+        allowed.example_weights.CopyFrom(options)
     if metrics_spec != allowed or (class_ids and macro):
         return ("metrics specs with options (binarization or aggregation other than class ids or a macro average, "
-                "output names, example weights)")
+                "output names, both weighted and unweighted examples)")
     for metric in metrics_spec.metrics:
         entry = _REGISTERED.get(metric.class_name)
         if entry is None or metric.module != entry.module or json.loads(metric.config or "{}") != _expected_config(metric):
@@ -120,14 +132,14 @@ class _Model:
     serve: tf.types.experimental.ConcreteFunction
     preprocess: tf.types.experimental.ConcreteFunction | None
     values: list[_Value]
-    wants: metric_sums.Wants
-    sums: dict[slicing.SliceKey, metric_sums.Sums] = field(default_factory=dict)  # per slice
+    wants: dict[bool, metric_sums.Wants]  # example weighted (or not) -> what its values need summed
+    sums: dict[tuple[slicing.SliceKey, bool], metric_sums.Sums] = field(default_factory=dict)  # per slice, weighted
 
-    def sums_of(self, key: slicing.SliceKey) -> metric_sums.Sums:
-        """The sums of slice `key`, empty until an example of it is added."""
-        if key not in self.sums:
-            self.sums[key] = metric_sums.Sums(wants=self.wants)
-        return self.sums[key]
+    def sums_of(self, key: slicing.SliceKey, weighted: bool) -> metric_sums.Sums:
+        """The sums of slice `key`, weighted or not, empty until an example of it is added."""
+        if (key, weighted) not in self.sums:
+            self.sums[key, weighted] = metric_sums.Sums(wants=self.wants[weighted])
+        return self.sums[key, weighted]
 
 
 def compute(eval_config: tfma.EvalConfig, model_paths: dict[str, str], example_files: list[str]
@@ -142,14 +154,15 @@ def compute(eval_config: tfma.EvalConfig, model_paths: dict[str, str], example_f
         for model in models:
             _add_batch(model, batch, in_slices)
     baseline = next((model.spec.name for model in models if model.spec.is_baseline), None)
-    return {key: _slice_values(models, key, baseline) for key in sorted(models[0].sums, key=lambda key: (len(key), str(key)))}
+    keys = sorted({key for key, _ in models[0].sums}, key=lambda key: (len(key), str(key)))
+    return {key: _slice_values(models, key, baseline) for key in keys}
 
 
 def _slice_values(models: list[_Model], key: slicing.SliceKey, baseline: str | None) -> dict[metric_types.MetricKey, float]:
     values: dict[metric_types.MetricKey, float] = {}
     for model in models:
         for value in model.values:
-            values[value.key(model.spec.name)] = _value_of(value, model.sums_of(key))
+            values[value.key(model.spec.name)] = _value_of(value, model.sums_of(key, value.example_weighted))
     if baseline is not None:
         for metric_key in list(values):
             if metric_key.model_name != baseline:
@@ -162,19 +175,30 @@ def _values(eval_config: tfma.EvalConfig) -> dict[str, list[_Value]]:
     the whole label; one value per class id of `binarize`; the mean of `aggregate.macro_average`."""
     found: dict[str, list[_Value]] = {spec.name: [] for spec in eval_config.model_specs}
     for metrics_spec in eval_config.metrics_specs:
+        weighted = _example_weighted(eval_config, metrics_spec)
         for metric in metrics_spec.metrics:
             config = json.loads(metric.config)
             if metrics_spec.HasField("binarize"):
                 values = [_Value(metric.class_name, config, metric_types.SubKey(class_id=class_id), None,
-                                 ((class_id, 1.0),)) for class_id in metrics_spec.binarize.class_ids.values]
+                                 ((class_id, 1.0),), weighted) for class_id in metrics_spec.binarize.class_ids.values]
             elif metrics_spec.aggregate.macro_average:
                 weights = tuple(sorted(metrics_spec.aggregate.class_weights.items()))
-                values = [_Value(metric.class_name, config, None, _MACRO, weights)]
+                values = [_Value(metric.class_name, config, None, _MACRO, weights, weighted)]
             else:
-                values = [_Value(metric.class_name, config)]
+                values = [_Value(metric.class_name, config, example_weighted=weighted)]
             for model_name in metrics_spec.model_names or list(found):
                 found[model_name] += values
     return found
+
+
+def _example_weighted(eval_config: tfma.EvalConfig, metrics_spec: tfma.MetricsSpec) -> bool:
+    """Whether TFMA weighs the examples for this metrics spec's values (metric_specs._example_weight_options, of a
+    spec `unsupported` lets through: one option or none): the spec's option, else whether one of its models has an
+    example weight key."""
+    if metrics_spec.HasField("example_weights"):
+        return metrics_spec.example_weights.weighted
+    names = set(metrics_spec.model_names)
+    return any(spec.example_weight_key for spec in eval_config.model_specs if not names or spec.name in names)
 
 
 def _value_of(value: _Value, sums: metric_sums.Sums) -> float:
@@ -198,7 +222,13 @@ def _tfma_metric(class_name: str, config: str) -> metric_types.Metric:
     return metric_specs.metric_instance(tfma.MetricConfig(class_name=class_name, config=config))
 
 
-def _wants(values: list[_Value]) -> metric_sums.Wants:
+def _wants(values: list[_Value]) -> dict[bool, metric_sums.Wants]:
+    """Example weighted or not -> what the sums must hold for the values that are."""
+    return {weighted: _wants_of([value for value in values if value.example_weighted == weighted])
+            for weighted in {value.example_weighted for value in values}}
+
+
+def _wants_of(values: list[_Value]) -> metric_sums.Wants:
     """What the sums must hold for these values."""
     class_names = {value.class_name for value in values}
     class_ids = {class_id for value in values for class_id, _ in value.class_weights}
@@ -289,19 +319,38 @@ def _add_batch(model: _Model, serialized: tf.Tensor, in_slices: dict[slicing.Sli
         raise ValueError(f"model {spec.name or 'candidate'}: its {spec.signature_name} signature has no output "
                          f"{spec.prediction_key!r} (it has: {', '.join(outputs)})")
     labels = _one_per_example(label, f"label {spec.label_key!r}")
+    weights = _example_weights(spec, features, serialized) if True in model.wants else None
     predictions = outputs[spec.prediction_key].numpy()
-    if model.wants.class_scores:
+    if any(wants.class_scores for wants in model.wants.values()):
         predictions = predictions.reshape(len(labels), -1)
-    elif model.wants.errors:
+    elif any(wants.errors for wants in model.wants.values()):
         predictions = _one_per_example(predictions, f"prediction {spec.prediction_key!r}")
     for key, indices in in_slices.items():
-        sums = model.sums_of(key)
-        if model.wants.class_scores:
-            sums.add_classification(labels[indices], predictions[indices])
-        elif model.wants.errors:
-            sums.add_regression(labels[indices], predictions[indices])
-        else:
-            sums.examples += len(indices)
+        for weighted, wants in model.wants.items():
+            sums = model.sums_of(key, weighted)
+            # Weighted without a weight key: 1 per example (metric_util.to_label_prediction_example_weight).
+            chosen = weights[indices] if weighted and weights is not None else np.ones(len(indices))
+            if wants.class_scores:
+                sums.add_classification(labels[indices], predictions[indices], chosen)
+            elif wants.errors:
+                sums.add_regression(labels[indices], predictions[indices], chosen)
+            else:
+                sums.add_examples(chosen)
+
+
+def _example_weights(spec: tfma.ModelSpec, features: dict[str, tf.Tensor], serialized: tf.Tensor) -> np.ndarray | None:
+    """Each example's weight (`example_weight_key`) as TFMA reads it: from the preprocessing signature's output, else
+    the raw feature; None without a weight key. A missing weight is refused: TFMA would fail on it too."""
+    if not spec.example_weight_key:
+        return None
+    weight = features.get(spec.example_weight_key)
+    if weight is None:
+        weight = _raw_feature(serialized, spec.example_weight_key)
+    weights = _one_per_example(weight, f"example weight {spec.example_weight_key!r}")
+    if np.isnan(weights).any():
+        raise ValueError(f"model {spec.name or 'candidate'}: {int(np.isnan(weights).sum())} eval examples have no example "
+                         f"weight {spec.example_weight_key!r}")
+    return weights
 
 
 def _one_per_example(tensor, what: str) -> np.ndarray:

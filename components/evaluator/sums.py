@@ -2,7 +2,11 @@
 sums, computed as TFMA 0.47 computes it (the module and function are named at each), so that the in-process evaluation
 (batched_metrics) and TFMA's pipeline give the same figures.
 
-One `Sums` holds one model's sums over the whole eval split; a slice would be a `Sums` of its own.
+One `Sums` holds one model's sums over the whole eval split; a slice is a `Sums` of its own.
+
+Each example counts with its weight (`data.weight`, TFMA's example weight), as TFMA's metrics weigh it: a count of
+examples is a sum of their weights (confusion matrices, calibration histogram, Keras' means, the regression errors). A
+value TFMA computes unweighted is computed from sums whose every weight is 1.
 """
 
 from __future__ import annotations
@@ -40,25 +44,26 @@ class ClassSums:
     """One class against the others (TFMA's binarization by class id), summed over the examples. An example without
     a label is of no class, as TFMA's `metric_util.select_class_id` takes it."""
 
-    positives: float = 0.0  # examples of the class
+    positives: float = 0.0  # weight of the examples of the class
     negatives: float = 0.0
-    scores: float = 0.0  # sum of the class's score
+    scores: float = 0.0  # sum of the class's score times the weight
     above: dict[float, np.ndarray] = field(default_factory=dict)  # decision threshold -> [positives, negatives] above it
     histogram: np.ndarray | None = None  # [2, BUCKETS + 2]: positives and negatives per score bucket
 
-    def add(self, is_class: np.ndarray, scores: np.ndarray, wants: Wants) -> None:
-        self.positives += float(np.sum(is_class))
-        self.negatives += float(np.sum(~is_class))
-        self.scores += float(np.sum(scores))
+    def add(self, is_class: np.ndarray, scores: np.ndarray, weights: np.ndarray, wants: Wants) -> None:
+        self.positives += float(np.sum(weights[is_class]))
+        self.negatives += float(np.sum(weights[~is_class]))
+        self.scores += float(np.sum(scores * weights))
         for threshold in wants.decision_thresholds:
             # binary_confusion_matrices: an example is predicted in the class when its score is above the threshold.
             above = scores > threshold
-            counts = np.array([np.sum(above & is_class), np.sum(above & ~is_class)], dtype=np.float64)
+            counts = np.array([np.sum(weights[above & is_class]), np.sum(weights[above & ~is_class])], dtype=np.float64)
             self.above[threshold] = self.above.get(threshold, 0) + counts
         if wants.histogram:
+            # calibration_histogram._CalibrationHistogramCombiner.add_input: a bucket sums the examples' weights.
             buckets = _buckets(scores)
-            counts = np.stack([np.bincount(buckets[is_class], minlength=BUCKETS + 2),
-                               np.bincount(buckets[~is_class], minlength=BUCKETS + 2)]).astype(np.float64)
+            counts = np.stack([np.bincount(buckets[is_class], weights=weights[is_class], minlength=BUCKETS + 2),
+                               np.bincount(buckets[~is_class], weights=weights[~is_class], minlength=BUCKETS + 2)])
             self.histogram = counts if self.histogram is None else self.histogram + counts
 
 
@@ -81,12 +86,13 @@ class Spread:
     deviations: float = 0.0
 
     @classmethod
-    def of(cls, values: np.ndarray) -> Spread:
-        """The spread of a batch of values (each of weight 1)."""
-        if not len(values):
+    def of(cls, values: np.ndarray, weights: np.ndarray) -> Spread:
+        """The spread of a batch of values of these weights."""
+        weight = float(np.sum(weights))
+        if not weight:
             return cls()
-        mean = float(np.mean(values))
-        return cls(float(len(values)), mean, float(np.sum(np.square(values - mean))))
+        mean = float(np.sum(values * weights) / weight)
+        return cls(weight, mean, float(np.sum(weights * np.square(values - mean))))
 
     def merge(self, other: Spread) -> None:
         """Adds the values `other` summarises."""
@@ -100,23 +106,24 @@ class Spread:
 
 
 def coefficient_of_determination(squared_error: float, labels: Spread) -> float:
-    """R²: 1 - the squared error over the labels' squared deviation from their mean; NaN when the labels are all
-    equal (or there are none), where it has no meaning."""
+    """R²: 1 - the squared error over the labels' squared deviation from their mean (both weighted); NaN when the
+    labels are all equal (or there are none), where it has no meaning."""
     return 1 - squared_error / labels.deviations if labels.deviations > 0 else float("nan")
 
 
 @dataclass
 class Mean:
-    """Total and count of the values that are numbers: TFMA's mean regression errors leave out a NaN (a missing label)
-    and, for the percentage error, a label of 0 (mean_regression_error._MeanRegressionErrorCombiner)."""
+    """Weighted total and total weight of the values that are numbers: TFMA's mean regression errors leave out a NaN
+    (a missing label) and, for the percentage error, a label of 0, and weigh each error by its example's weight
+    (mean_regression_error._MeanRegressionErrorCombiner)."""
 
     total: float = 0.0
     count: float = 0.0
 
-    def add(self, values: np.ndarray) -> None:
-        numbers = values[~np.isnan(values)]
-        self.total += float(np.sum(numbers))
-        self.count += len(numbers)
+    def add(self, values: np.ndarray, weights: np.ndarray) -> None:
+        numbers = ~np.isnan(values)
+        self.total += float(np.sum(values[numbers] * weights[numbers]))
+        self.count += float(np.sum(weights[numbers]))
 
     def merge(self, other: Mean) -> None:
         self.total += other.total
@@ -136,13 +143,14 @@ class RegressionSums:
     absolute_percentage: Mean = field(default_factory=Mean)
     labels: Spread = field(default_factory=Spread)  # of the examples whose error is a number
 
-    def add(self, labels: np.ndarray, predictions: np.ndarray) -> None:
+    def add(self, labels: np.ndarray, predictions: np.ndarray, weights: np.ndarray) -> None:
         errors = predictions - labels
-        self.squared.add(np.square(errors))
-        self.absolute.add(np.abs(errors))
+        self.squared.add(np.square(errors), weights)
+        self.absolute.add(np.abs(errors), weights)
         with np.errstate(divide="ignore", invalid="ignore"):
-            self.absolute_percentage.add(np.where(labels != 0, 100 * np.abs(errors / labels), np.nan))
-        self.labels.merge(Spread.of(labels[~np.isnan(errors)]))
+            self.absolute_percentage.add(np.where(labels != 0, 100 * np.abs(errors / labels), np.nan), weights)
+        numbers = ~np.isnan(errors)
+        self.labels.merge(Spread.of(labels[numbers], weights[numbers]))
 
     def merge(self, other: RegressionSums) -> None:
         for mine, theirs in ((self.squared, other.squared), (self.absolute, other.absolute),
@@ -156,40 +164,47 @@ class Sums:
     """Everything a model's metrics are made of, summed over the examples seen so far."""
 
     wants: Wants = field(default_factory=Wants)
-    examples: int = 0
+    examples: float = 0.0  # their total weight: their number when unweighted
     # classification
-    correct: float = 0.0  # examples whose highest-scored class is the label
-    log_loss: float = 0.0  # -log(score of the label's class), over the examples with a label
-    labelled: int = 0
+    correct: float = 0.0  # weight of the examples whose highest-scored class is the label
+    log_loss: float = 0.0  # weight times -log(score of the label's class), over the examples with a label
+    labelled: float = 0.0  # weight of the examples with a label
     classes: dict[int, ClassSums] = field(default_factory=dict)
     regression: RegressionSums = field(default_factory=RegressionSums)
 
-    def add_classification(self, labels: np.ndarray, scores: np.ndarray) -> None:
-        """Adds a batch: class index per example (MISSING_CLASS without a label), [batch, classes] scores."""
-        self.examples += len(labels)
-        self.correct += float(np.sum(np.argmax(scores, axis=-1) == labels))
-        self._add_log_loss(labels, scores.astype(np.float64))
+    def add_examples(self, weights: np.ndarray) -> None:
+        """Adds a batch of examples of these weights to the count (ExampleCount, WeightedExampleCount)."""
+        self.examples += float(np.sum(weights))
+
+    def add_classification(self, labels: np.ndarray, scores: np.ndarray, weights: np.ndarray) -> None:
+        """Adds a batch: class index per example (MISSING_CLASS without a label), [batch, classes] scores, a weight
+        per example."""
+        self.add_examples(weights)
+        # Keras' Mean (SparseCategoricalAccuracy, SparseCategoricalCrossentropy) with TFMA's example weight as its
+        # sample_weight: sum of weight times value over the sum of the weights.
+        self.correct += float(np.sum(weights[np.argmax(scores, axis=-1) == labels]))
+        self._add_log_loss(labels, scores.astype(np.float64), weights)
         for class_id in self.wants.class_ids:
             if class_id >= scores.shape[1]:
                 raise ValueError(f"class id {class_id} is not among the {scores.shape[1]} classes the model scores")
             self.classes.setdefault(class_id, ClassSums()).add(labels == class_id, scores[:, class_id].astype(np.float64),
-                                                               self.wants)
+                                                               weights, self.wants)
 
-    def _add_log_loss(self, labels: np.ndarray, scores: np.ndarray) -> None:
+    def _add_log_loss(self, labels: np.ndarray, scores: np.ndarray, weights: np.ndarray) -> None:
         # Keras' sparse_categorical_crossentropy (tf_keras backend) on probabilities: each clipped to
         # [epsilon, 1 - epsilon], then a softmax cross entropy of their logarithms; `ignore_class` leaves out the
-        # examples without a label.
+        # examples without a label (MeanMetricWrapper.update_state: losses_utils.apply_valid_mask zeroes their weight).
         epsilon = tf_keras.backend.epsilon()
         labelled = labels != MISSING_CLASS
         clipped = np.clip(scores[labelled], epsilon, 1 - epsilon)
         chosen = clipped[np.arange(len(clipped)), labels[labelled].astype(np.int64)]
-        self.log_loss += float(np.sum(np.log(np.sum(clipped, axis=-1)) - np.log(chosen)))
-        self.labelled += len(chosen)
+        self.log_loss += float(np.sum(weights[labelled] * (np.log(np.sum(clipped, axis=-1)) - np.log(chosen))))
+        self.labelled += float(np.sum(weights[labelled]))
 
-    def add_regression(self, labels: np.ndarray, predictions: np.ndarray) -> None:
-        """Adds a batch: one label and one prediction per example."""
-        self.examples += len(labels)
-        self.regression.add(labels, predictions)
+    def add_regression(self, labels: np.ndarray, predictions: np.ndarray, weights: np.ndarray) -> None:
+        """Adds a batch: one label, one prediction and one weight per example."""
+        self.add_examples(weights)
+        self.regression.add(labels, predictions, weights)
 
 
 def _divided(numerator: float, denominator: float) -> float:
@@ -197,7 +212,8 @@ def _divided(numerator: float, denominator: float) -> float:
 
 
 def _example_count(sums: Sums) -> float:
-    return float(sums.examples)
+    # example_count._ExampleCountCombiner: the sum of the weights when weighted, else of 1 per example.
+    return sums.examples
 
 
 def _accuracy(sums: Sums) -> float:
@@ -223,7 +239,7 @@ REGRESSION_VALUES: dict[str, Callable[[RegressionSums], float]] = {
 # TFMA's metric class names (as registry.metrics gives them to the EvalConfig) -> the value from the sums.
 PLAIN_VALUES: dict[str, Callable[[Sums], float]] = {
     "ExampleCount": _example_count,
-    "WeightedExampleCount": _example_count,  # no example weights yet: every weight is 1
+    "WeightedExampleCount": _example_count,  # TFMA's ExampleCount under another name
     "SparseCategoricalAccuracy": _accuracy,
     "SparseCategoricalCrossentropy": _log_loss,
     **{name: lambda sums, value=value: value(sums.regression) for name, value in REGRESSION_VALUES.items()},
@@ -240,7 +256,7 @@ def _at_threshold(sums: ClassSums, metric: metric_types.Metric) -> float:
 
 
 def _calibration(sums: ClassSums, metric: metric_types.Metric) -> float:
-    # calibration._calibration: NaN when (close to) no example is of the class.
+    # calibration._calibration: weighted predictions over weighted labels, NaN when (close to) no weight is of the class.
     return float("nan") if math.isclose(sums.positives, 0.0) else sums.scores / sums.positives
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 import apache_beam as beam
 import numpy as np
 from tensorflow_model_analysis.metrics import metric_types, metric_util
+from tensorflow_model_analysis.proto import metrics_for_slice_pb2
 
 from dtfx.components.evaluator.sums import REGRESSION_VALUES, RegressionSums
 
@@ -85,11 +86,12 @@ class _RegressionSumsCombiner(beam.CombineFn):
         return RegressionSums()
 
     def add_input(self, accumulator: RegressionSums, element: metric_types.StandardMetricInputs) -> RegressionSums:
-        for label, prediction, _ in metric_util.to_label_prediction_example_weight(
+        # The example weight is 1 unless the metric is example_weighted (metric_util.to_label_prediction_example_weight).
+        for label, prediction, weight in metric_util.to_label_prediction_example_weight(
                 element, eval_config=self._eval_config, model_name=self._key.model_name,
                 output_name=self._key.output_name, sub_key=self._key.sub_key, example_weighted=self._example_weighted):
-            accumulator.add(np.array([metric_util.safe_to_scalar(label)], dtype=np.float64),
-                            np.array([metric_util.safe_to_scalar(prediction)], dtype=np.float64))
+            accumulator.add(*(np.array([metric_util.safe_to_scalar(value)], dtype=np.float64)
+                              for value in (label, prediction, weight)))
         return accumulator
 
     def merge_accumulators(self, accumulators: Iterable[RegressionSums]) -> RegressionSums:
@@ -101,3 +103,123 @@ class _RegressionSumsCombiner(beam.CombineFn):
 
     def extract_output(self, accumulator: RegressionSums) -> dict[metric_types.MetricKey, RegressionSums]:
         return {self._key: accumulator}
+
+
+# --- predicted against actual: a regression model's plot ----------------------------------------------------------
+# TFMA's CalibrationPlot buckets predictions evenly over a range fixed before the data is seen ([0, 1], or the label's
+# schema domain, which TFDV's inferred schema does not set): a regression label has no such range, and even buckets put
+# most examples of a skewed label in a few. PredictionBuckets keeps a histogram of fine buckets of a bounded relative
+# width instead, which merges by adding, and cuts it into buckets of about equal weight at the end, in the form
+# CalibrationPlot writes (CalibrationHistogramBuckets), under a PlotKey: TFMA's evaluator files it under the plots
+# (metrics_plots_and_validations_evaluator._filter_by_key_type) and its writer writes it
+# (metrics_plots_and_validations_writer.convert_slice_plots_to_proto).
+
+# A fine bucket is a float64's sign, exponent and first _KEPT_BITS mantissa bits: at most 2**-8 (0.4%) of its values
+# wide, exact integer arithmetic, so both evaluation paths put every prediction in the same one.
+_KEPT_BITS = 8
+_DROPPED_BITS = 52 - _KEPT_BITS
+_MAGNITUDE = np.int64(0x7FFF_FFFF_FFFF_FFFF)
+PREDICTION_BUCKETS = 50
+
+
+def fine_bucket_ids(predictions: np.ndarray) -> np.ndarray:
+    """Each prediction's fine bucket, increasing with the prediction: its bits as an int64 ordered as the floats are
+    (a negative float's magnitude bits flipped), without the last _DROPPED_BITS."""
+    bits = np.ascontiguousarray(predictions, dtype=np.float64).view(np.int64)
+    return np.where(bits < 0, bits ^ _MAGNITUDE, bits) >> _DROPPED_BITS
+
+
+def _fine_bucket_start(bucket_id: int) -> float:
+    ordered = np.int64(bucket_id) << np.int64(_DROPPED_BITS)
+    value = float(np.array([ordered ^ _MAGNITUDE if ordered < 0 else ordered], dtype=np.int64).view(np.float64)[0])
+    return value if not np.isnan(value) else np.inf
+
+
+class PredictionHistogram:
+    """Fine bucket -> [weight, weighted label sum, weighted prediction sum] of the examples whose label and prediction
+    are numbers (an example without a label is left out, as the regression metrics leave it out)."""
+
+    def __init__(self):
+        self.sums: dict[int, np.ndarray] = {}
+
+    def add(self, labels: np.ndarray, predictions: np.ndarray, weights: np.ndarray) -> None:
+        """Adds a batch of examples."""
+        numbers = ~(np.isnan(labels) | np.isnan(predictions))
+        labels, predictions, weights = labels[numbers], predictions[numbers], weights[numbers]
+        ids, inverse = np.unique(fine_bucket_ids(predictions), return_inverse=True)
+        columns = (weights, weights * labels, weights * predictions)
+        sums = np.stack([np.bincount(inverse, weights=column, minlength=len(ids)) for column in columns], axis=1)
+        for bucket_id, row in zip(ids.tolist(), sums, strict=True):
+            self.sums[bucket_id] = self.sums[bucket_id] + row if bucket_id in self.sums else row
+
+    def merge(self, other: PredictionHistogram) -> None:
+        """Adds the examples of `other`."""
+        for bucket_id, row in other.sums.items():
+            self.sums[bucket_id] = self.sums[bucket_id] + row if bucket_id in self.sums else row.copy()
+
+    def buckets(self, count: int = PREDICTION_BUCKETS) -> metrics_for_slice_pb2.CalibrationHistogramBuckets:
+        """The fine buckets in increasing order, cut into `count` buckets of about equal weight: a cut after each fine
+        bucket that reaches k / count of the whole weight (fewer buckets when one fine bucket reaches several)."""
+        result = metrics_for_slice_pb2.CalibrationHistogramBuckets()
+        ids = sorted(self.sums)
+        if not ids:
+            return result
+        sums = np.array([self.sums[bucket_id] for bucket_id in ids])
+        cumulative = np.cumsum(sums[:, 0])
+        reaching = np.searchsorted(cumulative, cumulative[-1] * np.arange(1, count) / count, side="left")
+        ends = sorted({int(end) for end in reaching + 1 if end < len(ids)} | {len(ids)})
+        start = 0
+        for end in ends:
+            weight, label, prediction = sums[start:end].sum(axis=0)
+            result.buckets.add(lower_threshold_inclusive=_fine_bucket_start(ids[start]),
+                               upper_threshold_exclusive=_fine_bucket_start(ids[end - 1] + 1),
+                               num_weighted_examples={"value": weight}, total_weighted_label={"value": label},
+                               total_weighted_refined_prediction={"value": prediction})
+            start = end
+        return result
+
+
+class PredictionBuckets(metric_types.Metric):
+    """Predicted against actual for a regression model: PREDICTION_BUCKETS buckets of the predictions of about equal
+    weight, each with its weight and weighted sums of labels and predictions (CalibrationHistogramBuckets)."""
+
+    def __init__(self, name: str = "prediction_buckets", buckets: int = PREDICTION_BUCKETS):
+        super().__init__(metric_util.merge_per_key_computations(_prediction_buckets), name=name, buckets=buckets)
+
+
+def _prediction_buckets(name: str, buckets: int, eval_config=None, model_name: str = "", output_name: str = "",
+                        sub_key=None, example_weighted: bool = False) -> metric_types.MetricComputations:
+    key = metric_types.PlotKey(name=name, model_name=model_name, output_name=output_name, sub_key=sub_key,
+                               example_weighted=example_weighted)
+    return [metric_types.MetricComputation(
+        keys=[key], preprocessors=None, combiner=_PredictionBucketsCombiner(key, eval_config, example_weighted, buckets))]
+
+
+class _PredictionBucketsCombiner(beam.CombineFn):
+    def __init__(self, key: metric_types.PlotKey, eval_config, example_weighted: bool, buckets: int):
+        self._key = key
+        self._eval_config = eval_config
+        self._example_weighted = example_weighted
+        self._buckets = buckets
+
+    def create_accumulator(self) -> PredictionHistogram:
+        return PredictionHistogram()
+
+    def add_input(self, accumulator: PredictionHistogram, element: metric_types.StandardMetricInputs) -> PredictionHistogram:
+        for label, prediction, weight in metric_util.to_label_prediction_example_weight(
+                element, eval_config=self._eval_config, model_name=self._key.model_name,
+                output_name=self._key.output_name, sub_key=self._key.sub_key, example_weighted=self._example_weighted):
+            accumulator.add(*(np.array([metric_util.safe_to_scalar(value)], dtype=np.float64)
+                              for value in (label, prediction, weight)))
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[PredictionHistogram]) -> PredictionHistogram:
+        accumulators = iter(accumulators)
+        result = next(accumulators)
+        for accumulator in accumulators:
+            result.merge(accumulator)
+        return result
+
+    def extract_output(self, accumulator: PredictionHistogram
+                       ) -> dict[metric_types.PlotKey, metrics_for_slice_pb2.CalibrationHistogramBuckets]:
+        return {self._key: accumulator.buckets(self._buckets)}

@@ -39,6 +39,7 @@ class Metric:
     options: tuple[tuple[str, object], ...] = ()  # more arguments of `tfma_class`, as its config takes them
     target: float | None = None  # the best value, for a metric without a better direction
     module: str = ""  # where dtfx's own TFMA metric class is, for one TFMA lacks or gets wrong
+    unweighted: bool = False  # every example counts 1, whatever data.weight (TFMA would weigh it like the others)
 
     @property
     def better(self) -> str:
@@ -85,10 +86,10 @@ METRICS.register(Metric("mean_absolute_percentage_error", "DtfxMeanAbsolutePerce
                         0, math.inf, "mean of 100 * |error / label|, over the examples whose label is not 0",
                         module=_OWN))
 METRICS.register(Metric("example_count", "ExampleCount", TASKS, True, 0, math.inf,
-                        "eval examples (a lower bound catches an eval split that is too small)"))
+                        "eval examples, whatever their weights (a lower bound catches an eval split that is too small)",
+                        unweighted=True))
 METRICS.register(Metric("weighted_example_count", "WeightedExampleCount", TASKS, True, 0, math.inf,
-                        "sum of the eval examples' weights; every weight is 1 (dtfx has no example weights yet), "
-                        "so it is example_count"))
+                        "sum of the eval examples' weights (data.weight); without weights, example_count"))
 
 
 def metrics_for(task: str) -> tuple[str, ...]:

@@ -326,7 +326,7 @@ def test_every_metric_a_config_can_name_is_computed_in_process(task):
 
 @pytest.mark.parametrize("change, reason", [
     (lambda config: config.slicing_specs.add(slice_keys_sql="SELECT island FROM examples"), "slices"),
-    (lambda config: setattr(config.model_specs[0], "example_weight_key", "weight"), "model spec"),
+    (lambda config: config.model_specs[0].example_weight_keys.update({"scores": "weight"}), "model spec"),
     (lambda config: config.metrics_specs[0].metrics.add(class_name="AUC"), "metric AUC"),
     (lambda config: config.options.compute_confidence_intervals.SetInParent() or setattr(
         config.options.compute_confidence_intervals, "value", True), "confidence intervals"),
