@@ -22,6 +22,7 @@ from tfx.proto import trainer_pb2
 from dtfx.components.anomaly_gate.component import AnomalyGate
 from dtfx.components.baseline_model.component import BaselineModel
 from dtfx.components.batch_predict.component import BatchPredict
+from dtfx.components.evaluator import plots
 from dtfx.components.evaluator.component import BaselineAwareEvaluator
 from dtfx.components.example_gen.component import ShardedExampleGen
 from dtfx.components.example_gen.options import IngestOptions
@@ -285,6 +286,7 @@ def eval_config(config: Config) -> tfma.EvalConfig:
     specs = [tfma.MetricsSpec(metrics=metrics) for metrics in (plain, per_class) if metrics]
     if unweighted:
         specs.append(tfma.MetricsSpec(metrics=unweighted, example_weights=tfma.ExampleWeightOptions(unweighted=True)))
+    specs += _plot_specs(config)
     smallest = config.evaluator.min_slice_size
     return tfma.EvalConfig(
         model_specs=[
@@ -301,6 +303,12 @@ def eval_config(config: Config) -> tfma.EvalConfig:
         # Resolved by the evaluate step into the slices a per-slice threshold gates (evaluator.slicing.gated_slices).
         options=tfma.Options(min_slice_size={"value": smallest}) if slicings and smallest > 1 else None,
     )
+
+
+def _plot_specs(config: Config) -> list[tfma.MetricsSpec]:
+    """The plots the report draws (dtfx.components.evaluator.plots), of every slice, weighted as the metrics are: a
+    classification model's curves per class and confusion matrix, a regression model's predicted against actual."""
+    return plots.specs(config.data.task)
 
 
 def _gate(metric: tfma.MetricConfig, threshold: tfma.MetricThreshold, slicings: list[tfma.SlicingSpec],

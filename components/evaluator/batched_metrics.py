@@ -34,7 +34,7 @@ import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.metrics import metric_specs, metric_types
 
 from dtfx.components.content_digest import directory_digest
-from dtfx.components.evaluator import slicing
+from dtfx.components.evaluator import plots, slicing
 from dtfx.components.evaluator import sums as metric_sums
 from dtfx.components.registry.metrics import METRICS
 
@@ -80,7 +80,8 @@ def unsupported(eval_config: tfma.EvalConfig) -> str:
             return (f"model spec {spec.name!r} beyond one label key, one prediction key, one example weight key and one "
                     "preprocessing function")
     for metrics_spec in eval_config.metrics_specs:
-        reason = _unsupported_spec(metrics_spec)
+        is_plot = plots.is_plot_spec(metrics_spec)
+        reason = plots.unsupported(eval_config, metrics_spec) if is_plot else _unsupported_spec(metrics_spec)
         if reason:
             return reason
     return ""
@@ -133,6 +134,7 @@ class _Model:
     preprocess: tf.types.experimental.ConcreteFunction | None
     values: list[_Value]
     wants: dict[bool, metric_sums.Wants]  # example weighted (or not) -> what its values need summed
+    plots: plots.ModelPlots
     sums: dict[tuple[slicing.SliceKey, bool], metric_sums.Sums] = field(default_factory=dict)  # per slice, weighted
 
     def sums_of(self, key: slicing.SliceKey, weighted: bool) -> metric_sums.Sums:
@@ -145,10 +147,12 @@ class _Model:
 def compute(eval_config: tfma.EvalConfig, model_paths: dict[str, str], example_files: list[str]
             ) -> dict[slicing.SliceKey, dict[metric_types.MetricKey, float]]:
     """Slice key -> every metric of `eval_config` for every model on that slice, keyed as TFMA keys them, with the
-    candidate-minus-baseline differences when there is a baseline. `model_paths` maps each model spec's name to its
+    candidate-minus-baseline differences when there is a baseline, and every plot under its PlotKey (as TFMA's evaluator
+    gives its writer both in one dict: tfma_files.write separates them). `model_paths` maps each model spec's name to its
     SavedModel. The slices are those of the EvalConfig's slicing specs that some example is in (slicing.groups)."""
     values_by_model = _values(eval_config)
-    models = [_load(spec, model_paths[spec.name], values_by_model[spec.name]) for spec in eval_config.model_specs]
+    models = [_load(spec, model_paths[spec.name], values_by_model[spec.name], plots.ModelPlots(eval_config, spec.name))
+              for spec in eval_config.model_specs]
     for batch in batches(example_files):
         in_slices = slicing.groups(batch, eval_config.slicing_specs or [tfma.SlicingSpec()])
         for model in models:
@@ -167,6 +171,8 @@ def _slice_values(models: list[_Model], key: slicing.SliceKey, baseline: str | N
         for metric_key in list(values):
             if metric_key.model_name != baseline:
                 values[metric_key.make_diff_key()] = values[metric_key] - values[metric_key._replace(model_name=baseline)]
+    for model in models:
+        values.update(model.plots.values(key))
     return values
 
 
@@ -175,6 +181,8 @@ def _values(eval_config: tfma.EvalConfig) -> dict[str, list[_Value]]:
     the whole label; one value per class id of `binarize`; the mean of `aggregate.macro_average`."""
     found: dict[str, list[_Value]] = {spec.name: [] for spec in eval_config.model_specs}
     for metrics_spec in eval_config.metrics_specs:
+        if plots.is_plot_spec(metrics_spec):  # evaluator.plots computes them
+            continue
         weighted = _example_weighted(eval_config, metrics_spec)
         for metric in metrics_spec.metrics:
             config = json.loads(metric.config)
@@ -243,7 +251,7 @@ def _wants_of(values: list[_Value]) -> metric_sums.Wants:
     )
 
 
-def _load(spec: tfma.ModelSpec, path: str, values: list[_Value]) -> _Model:
+def _load(spec: tfma.ModelSpec, path: str, values: list[_Value], drawn: plots.ModelPlots) -> _Model:
     loaded = _loaded_saved_model(path)
     signatures = loaded.signatures
     missing = [name for name in [spec.signature_name or "serving_default", *spec.preprocessing_function_names]
@@ -251,7 +259,8 @@ def _load(spec: tfma.ModelSpec, path: str, values: list[_Value]) -> _Model:
     if missing:
         raise ValueError(f"the model at {path} has no signature {', '.join(missing)} (it has: {', '.join(signatures)})")
     preprocess = signatures[spec.preprocessing_function_names[0]] if spec.preprocessing_function_names else None
-    return _Model(spec, loaded, signatures[spec.signature_name or "serving_default"], preprocess, values, _wants(values))
+    return _Model(spec, loaded, signatures[spec.signature_name or "serving_default"], preprocess, values, _wants(values),
+                  drawn)
 
 
 # SavedModels loaded in this process, newest last: digest of the content -> the loaded model. A process that runs the
@@ -336,6 +345,7 @@ def _add_batch(model: _Model, serialized: tf.Tensor, in_slices: dict[slicing.Sli
                 sums.add_regression(labels[indices], predictions[indices], chosen)
             else:
                 sums.add_examples(chosen)
+        model.plots.add(key, labels[indices], predictions[indices], None if weights is None else weights[indices])
 
 
 def _example_weights(spec: tfma.ModelSpec, features: dict[str, tf.Tensor], serialized: tf.Tensor) -> np.ndarray | None:

@@ -8,6 +8,7 @@ in the two forms TFMA 0.47 takes (metrics/metric_specs.py, `_create_sub_keys` an
   by decreasing frequency in the training split: the second is the rarer one); TFMA keys each value with that sub key;
 - more classes: `aggregate` with `macro_average` and a weight of 1 per class, which TFMA's macro average needs listed;
   TFMA keys the mean with the macro aggregation type.
+The per-class plots (evaluator.plots) are completed too: the curves of the positive class, or of every class.
 Both evaluation paths (TFMA's pipeline and batched_metrics) read the completed config.
 """
 
@@ -18,6 +19,7 @@ import os
 
 import tensorflow_model_analysis as tfma
 
+from dtfx.components.evaluator import plots
 from dtfx.components.registry.metrics import METRICS
 
 POSITIVE_CLASS = 1
@@ -44,13 +46,26 @@ def complete(eval_config: tfma.EvalConfig, classes: int) -> tfma.EvalConfig:
         else:
             spec.aggregate.macro_average = True
             spec.aggregate.class_weights.update({class_id: 1.0 for class_id in range(classes)})
+    _complete_plots(completed, classes)
     return completed
+
+
+def _complete_plots(eval_config: tfma.EvalConfig, classes: int) -> None:
+    """The curves of the positive class (two classes) or of every class; the multi-class matrix only for more than two
+    classes (a binary label's two-by-two is the positive class's curve at the decision threshold)."""
+    for spec in eval_config.metrics_specs:
+        if plots.curves_without_classes(spec):
+            spec.binarize.class_ids.values.extend([POSITIVE_CLASS] if classes == 2 else range(classes))
+    if classes == 2:
+        kept = [spec for spec in eval_config.metrics_specs if not plots.is_class_matrix(spec)]
+        del eval_config.metrics_specs[:]
+        eval_config.metrics_specs.extend(kept)
 
 
 def completed_for_model(eval_config: tfma.EvalConfig, saved_model_dir: str) -> tfma.EvalConfig:
     """`eval_config` completed for the classes the SavedModel at `saved_model_dir` scores (unchanged if it has no
-    per-class metric)."""
-    if not incomplete_specs(eval_config):
+    per-class metric or plot)."""
+    if not incomplete_specs(eval_config) and not any(map(plots.curves_without_classes, eval_config.metrics_specs)):
         return eval_config
     [spec] = [spec for spec in eval_config.model_specs if not spec.is_baseline] or eval_config.model_specs[:1]
     return complete(eval_config, number_of_classes(saved_model_dir, spec.signature_name or "serving_default",

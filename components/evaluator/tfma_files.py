@@ -15,6 +15,7 @@ import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 from tensorflow_model_analysis import constants
+from tensorflow_model_analysis.evaluators import metrics_plots_and_validations_evaluator as tfma_evaluator
 from tensorflow_model_analysis.evaluators import metrics_validator
 from tensorflow_model_analysis.metrics import metric_types
 from tensorflow_model_analysis.proto import config_pb2, metrics_for_slice_pb2, validation_result_pb2
@@ -34,21 +35,22 @@ def validate(eval_config: tfma.EvalConfig, sliced: dict[SliceKey, dict[metric_ty
     # TFX never rubber-stamps: its Evaluator drops the change thresholds instead when there is no baseline.
     merge = tfma_writer.CombineValidations(eval_config, rubber_stamp=False)
     merged = merge.create_accumulator()
-    for key, metrics in sliced.items():
-        merged = merge.add_input(merged, metrics_validator.validate_metrics((key, metrics), eval_config))
+    for metrics in _of_kind(sliced, metric_types.MetricKey):
+        merged = merge.add_input(merged, metrics_validator.validate_metrics(metrics, eval_config))
     return merge.extract_output(merged)
 
 
 def write(output_uri: str, eval_config: tfma.EvalConfig, sliced: dict[SliceKey, dict[metric_types.MetricKey, float]],
           validation: validation_result_pb2.ValidationResult, model_paths: dict[str, str], data_location: str) -> None:
-    """Writes the evaluation of every slice into `output_uri` as TFMA's ExtractEvaluateAndWriteResults does: one
-    record per slice in the metrics, plots and attributions files."""
+    """Writes the evaluation of every slice (its metrics and plots, batched_metrics.compute) into `output_uri` as TFMA's
+    ExtractEvaluateAndWriteResults does: one record per slice in the metrics, plots and attributions files."""
     tf.io.gfile.makedirs(output_uri)
     keys = {key: slicer_lib.serialize_slice_key(key) for key in sliced}
     records = {
-        constants.METRICS_KEY + _SHARDED: [tfma_writer.convert_slice_metrics_to_proto((key, metrics), None)
-                                           for key, metrics in sliced.items()],
-        constants.PLOTS_KEY + _SHARDED: [metrics_for_slice_pb2.PlotsForSlice(slice_key=keys[key]) for key in sliced],
+        constants.METRICS_KEY + _SHARDED: [tfma_writer.convert_slice_metrics_to_proto(metrics, None)
+                                           for metrics in _of_kind(sliced, metric_types.MetricKey)],
+        constants.PLOTS_KEY + _SHARDED: [tfma_writer.convert_slice_plots_to_proto(plots, None)
+                                         for plots in _of_kind(sliced, metric_types.PlotKey)],
         constants.ATTRIBUTIONS_KEY + _SHARDED: [metrics_for_slice_pb2.AttributionsForSlice(slice_key=keys[key])
                                                 for key in sliced],
         constants.VALIDATIONS_KEY + ".tfrecord": [validation],
@@ -62,6 +64,12 @@ def write(output_uri: str, eval_config: tfma.EvalConfig, sliced: dict[SliceKey, 
     path = os.path.join(output_uri, eval_config_writer.EVAL_CONFIG_FILE + "." + eval_config_writer.EVAL_CONFIG_FILE_FORMAT)
     with tf.io.gfile.GFile(path, "w") as handle:
         handle.write(json_format.MessageToJson(run))
+
+
+def _of_kind(sliced: dict[SliceKey, dict[metric_types.MetricKey, object]], key_type: type) -> list[tuple]:
+    """(slice key, its metrics) or (slice key, its plots) of every slice, separated as TFMA's evaluator separates them
+    for its writer (metrics_plots_and_validations_evaluator._filter_by_key_type: a PlotKey is a MetricKey too)."""
+    return [tfma_evaluator._filter_by_key_type(item, key_type) for item in sliced.items()]
 
 
 def failure_reason(failure: validation_result_pb2.ValidationFailure) -> str:
