@@ -27,6 +27,7 @@ from tests.components.test_evaluation_metrics import (
     with_islands,
 )
 from tests.components.test_evaluator import IN_PROCESS, TFMA_ON_BEAM, evaluate, examples_artifact, model_artifact
+from tests.report.conftest import penguin_runs  # noqa: F401  (the real runs' fixture)
 
 KINDS = ("confusion_matrix_at_thresholds", "multi_class_confusion_matrix_at_thresholds", "calibration_histogram_buckets")
 
@@ -163,3 +164,19 @@ def test_plots_are_asked_for_per_task_and_completed_for_the_classes():
     changed.metrics_specs[-1].metrics[0].config = '{"thresholds": [0.5]}'
     assert "plot MultiClassConfusionMatrixPlot" in batched_metrics.unsupported(changed)
 
+
+
+@pytest.mark.slow
+def test_a_real_run_of_the_default_config_draws_its_plots(request):
+    """The shrunk penguins pipeline (tests/report/conftest.py), evaluated in the process: its report draws the curves
+    of the three classes and their matrix instead of saying the evaluation computed no plots."""
+    import re
+
+    from dtfx.pipeline.report import REPORT_FILE
+
+    html = (request.getfixturevalue("penguin_runs")["full"] / REPORT_FILE).read_text(encoding="utf-8")
+    [section] = re.findall(r'<section[^>]*id="plots".*?</section>', html, flags=re.S)
+    assert "computed no plots" not in section
+    series = re.findall(r'<polyline class="series" points="([^"]*)"', section)
+    assert len(series) >= 6 and all(points.count(",") > 10 for points in series), "a ROC and a PR curve per class"
+    assert "<table" in section, "the confusion matrix"
