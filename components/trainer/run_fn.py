@@ -332,8 +332,8 @@ def per_worker_dataset_fn(make):
 
 
 # Alone in its process, training checkpoints at most this often, and spends at most this share of its time on it: a
-# crash loses little training, and a short training does not checkpoint every epoch (30 ms each for penguins, seconds
-# for a large model).
+# crash loses little training, and a short training does not checkpoint every epoch (a checkpoint's cost grows with the
+# model, an epoch's does not have to).
 BACKUP_EVERY_SECONDS = 10.0
 BACKUP_MAX_SHARE = 0.1
 

@@ -123,8 +123,8 @@ def evaluation_data(data: tf.data.Dataset, steps: int, strategy: tf.distribute.S
     """The evaluation batches that `fit` reads at every evaluation: the first `steps` batches of `data`, every time.
 
     Keras makes a new iterator over `validation_data` at each evaluation, and a new iterator of a
-    distributed dataset traces functions on every device: 65-110 ms on two logical CPUs, ten times per
-    default training. Given an already distributed dataset, Keras reuses its first iterator instead
+    distributed dataset traces functions on every device, at each of a default training's evaluations
+    (README, Performance). Given an already distributed dataset, Keras reuses its first iterator instead
     (tf_keras' `DatasetAdapter.should_recreate_iterator`), so the dataset repeats its first `steps`
     batches and each evaluation reads exactly those, as a fresh iterator would.
     """

@@ -81,6 +81,5 @@ def compile_model(network: keras.Model, task: str, learning_rate: float, steps_p
         steps_per_execution=steps_per_execution,
     )
     # Adam's slots, made now rather than in the first train step: a tf.function that makes variables on its first
-    # call is traced twice, and the train step's trace is most of fit's fixed cost (penguins: fit 2.9-3.1 s, 3.8-3.9 s
-    # with the second trace).
+    # call is traced twice, and the train step's trace is most of fit's fixed cost (README, Performance).
     network.optimizer.build(network.trainable_variables)

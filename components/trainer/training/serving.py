@@ -61,8 +61,8 @@ def _parseable(serialized: tf.Tensor, spec: dict) -> tf.Tensor:
     tf.io.parse_example fails the whole batch on one bad example; inside a tf.data map with
     `ignore_errors` a failure drops the element instead. The whole batch is tried first, one vectorised
     parse (nearly every batch is all good); only a batch that fails is parsed example by example to
-    find the bad ones, which costs about 0.1 ms an example (measured: 1,000 examples in 90 ms per call
-    when every batch was parsed that way, 7 ms now).
+    find the bad ones, which costs far more per example than the vectorised parse
+    (benchmarks/serving_check.py; README, Performance).
     """
     count = tf.shape(serialized)[0]
     whole = _once_per_call(tf.data.Dataset.from_tensors(serialized).map(lambda batch: _parsed_values(batch, spec)))
