@@ -24,6 +24,7 @@ from dtfx.components.baseline_model.component import BaselineModel
 from dtfx.components.batch_predict.component import BatchPredict
 from dtfx.components.evaluator import plots
 from dtfx.components.evaluator.component import BaselineAwareEvaluator
+from dtfx.components.evaluator.executor import BOUNDS_AT_KEY
 from dtfx.components.example_gen.component import ShardedExampleGen
 from dtfx.components.example_gen.options import IngestOptions
 from dtfx.components.names import (
@@ -279,6 +280,8 @@ def eval_config(config: Config) -> tfma.EvalConfig:
         options = {"name": name, **dict(entry.options)}
         if entry.at_decision_threshold:
             options["thresholds"] = [config.evaluator.decision_threshold]
+        if bounds and bounds.at == "interval":
+            options[BOUNDS_AT_KEY] = bounds.at  # the evaluate step takes it out before TFMA reads the config
         metric = tfma.MetricConfig(class_name=entry.tfma_class, module=entry.module, config=json.dumps(options))
         if bounds:
             _gate(metric, _threshold(name, bounds), slicings, bounds.per_slice)
@@ -287,7 +290,6 @@ def eval_config(config: Config) -> tfma.EvalConfig:
     if unweighted:
         specs.append(tfma.MetricsSpec(metrics=unweighted, example_weights=tfma.ExampleWeightOptions(unweighted=True)))
     specs += _plot_specs(config)
-    smallest = config.evaluator.min_slice_size
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
@@ -300,9 +302,24 @@ def eval_config(config: Config) -> tfma.EvalConfig:
         ],
         slicing_specs=[tfma.SlicingSpec(), *slicings],
         metrics_specs=specs,
-        # Resolved by the evaluate step into the slices a per-slice threshold gates (evaluator.slicing.gated_slices).
-        options=tfma.Options(min_slice_size={"value": smallest}) if slicings and smallest > 1 else None,
+        options=_options(config, bool(slicings)),
     )
+
+
+def _options(config: Config, sliced: bool) -> tfma.Options | None:
+    """TFMA's options: the minimum slice size, resolved by the evaluate step into the slices a per-slice threshold gates
+    (evaluator.slicing.gated_slices); the confidence intervals' method (TFMA's enum, true: its default JACKKNIFE,
+    config_util.update_eval_config_with_defaults). None when neither is asked."""
+    options = tfma.Options()
+    smallest = config.evaluator.min_slice_size
+    if sliced and smallest > 1:
+        options.min_slice_size.value = smallest
+    method = config.evaluator.confidence_intervals
+    if method:
+        options.compute_confidence_intervals.value = True
+        if isinstance(method, str):
+            options.confidence_intervals.method = tfma.ConfidenceIntervalOptions.ConfidenceIntervalMethod.Value(method.upper())
+    return options if options.ByteSize() else None
 
 
 def _plot_specs(config: Config) -> list[tfma.MetricsSpec]:

@@ -517,6 +517,11 @@ class Threshold(Section):
         "least evaluator.min_slice_size examples, each against the same slice of the last pushed model for "
         "max_regression; a failure names the slice. False: on the whole eval split only.",
     )
+    at: Literal["value", "interval"] = Field(
+        "value", description="interval (with evaluator.confidence_intervals): lower_bound must hold at the lower end of "
+        "the metric's 95% confidence interval and upper_bound at its upper end, besides the value; a failure names the "
+        "interval and the bound. max_regression is checked on the value either way. value: the bounds hold at the value.",
+    )
 
     @model_validator(mode="after")
     def _some_bound(self) -> Threshold:
@@ -524,6 +529,8 @@ class Threshold(Section):
             raise ValueError("give lower_bound, upper_bound, max_regression or several")
         if self.lower_bound is not None and self.upper_bound is not None and self.lower_bound > self.upper_bound:
             raise ValueError(f"lower_bound {self.lower_bound} is above upper_bound {self.upper_bound}")
+        if self.at == "interval" and self.lower_bound is None and self.upper_bound is None:
+            raise ValueError("at: interval checks lower_bound and upper_bound at the interval's ends; give one of them")
         return self
 
 
@@ -548,6 +555,13 @@ class EvaluatorSection(Section):
     min_slice_size: PositiveInt32 = Field(  # TFMA's Options.min_slice_size, which carries it, is an Int32Value
         1, description="Slices of fewer eval examples are computed and shown but not gated by per_slice thresholds.",
     )
+    confidence_intervals: bool | Literal["jackknife", "poisson_bootstrap"] = Field(
+        False, description="Add a 95% confidence interval to every metric but the example counts, on the whole split "
+        "and every slice, as TFMA computes it (Options.confidence_intervals): jackknife (true: TFMA's default) over 20 "
+        "random partitions of the eval split, or poisson_bootstrap over 20 resamples. Shown in summary.json, the console "
+        "and the report; a threshold with at: interval gates on it. The evaluation then always runs TFMA's Beam pipeline: "
+        "its random partitions and resamples cannot be reproduced in the step's process.",
+    )
 
     @model_validator(mode="after")
     def _slices_are_distinct_and_gated_slices_exist(self) -> EvaluatorSection:
@@ -561,6 +575,10 @@ class EvaluatorSection(Section):
         per_slice = [name for name, bounds in self.thresholds.items() if bounds.per_slice]
         if per_slice and not self.slices:
             raise ValueError(f"thresholds.{per_slice[0]}.per_slice needs evaluator.slices: there are no slices to gate")
+        at_interval = [name for name, bounds in self.thresholds.items() if bounds.at == "interval"]
+        if at_interval and not self.confidence_intervals:
+            raise ValueError(f"thresholds.{at_interval[0]}.at: interval needs evaluator.confidence_intervals: there are "
+                             "no intervals to check")
         return self
 
 

@@ -128,9 +128,14 @@ def _metrics_table(evaluator: Evaluation, thresholds: dict[str, Any]) -> Table:
             f"{label} {bounds[key]}"
             for key, label in (("lower_bound", "≥"), ("upper_bound", "≤"), ("max_regression", "max regression"))
             if bounds.get(key) is not None
-        ]
-        table.add_row(name, f"{value:.4g}", ", ".join(parts))
+        ] + (["at the interval"] if bounds.get("at") == "interval" else [])
+        table.add_row(name, f"{value:.4g}{interval_text(evaluator.intervals.get(name))}", ", ".join(parts))
     return table
+
+
+def interval_text(interval: list[float] | None) -> str:
+    """` [0.81, 0.88]`: a metric's confidence interval after its value; empty without one."""
+    return f" [{interval[0]:.4g}, {interval[1]:.4g}]" if interval else ""
 
 
 def worst_slices(evaluator: Evaluation, evaluator_config: dict[str, Any]) -> list[str]:
@@ -142,7 +147,8 @@ def worst_slices(evaluator: Evaluation, evaluator_config: dict[str, Any]) -> lis
         worst = evaluator.worst_slice(name, smallest)
         if worst is not None:
             gated = "gated" if (evaluator_config["thresholds"][name] or {}).get("per_slice") else "not gated"
-            lines.append(f"worst slice for {name}: {worst.name()} = {worst.metrics[name]:.4g} "
+            lines.append(f"worst slice for {name}: {worst.name()} = {worst.metrics[name]:.4g}"
+                         f"{interval_text(worst.intervals.get(name))} "
                          f"({worst.size():,} examples; {gated} per slice)")
     return lines
 

@@ -106,18 +106,20 @@ def _evaluator(outputs) -> Evaluation:
     from dtfx.components.evaluator import slicing
 
     evaluation, blessing = outputs.get(EVALUATION_OUTPUT), outputs.get(BLESSING_OUTPUT)
-    metrics, slices = {}, []
+    metrics, intervals, slices = {}, {}, []
     for per_slice in tfma.load_metrics(evaluation.uri) if evaluation else []:
-        values = {}
+        values, bounds = {}, {}
         for item in per_slice.metric_keys_and_values:
             # With a baseline, TFMA also writes the baseline's value and the difference under the same name.
             if item.key.model_name in ("", "candidate") and not item.key.is_diff and item.value.HasField("double_value"):
                 values[item.key.name] = round(item.value.double_value.value, 6)
+                if item.HasField("confidence_interval"):
+                    bounds[item.key.name] = _interval(item.confidence_interval)
         key = slicing.key_of(per_slice.slice_key)
         if key:
-            slices.append(SliceMetrics([column for column, _ in key], [value for _, value in key], values))
+            slices.append(SliceMetrics([column for column, _ in key], [value for _, value in key], values, bounds))
         else:
-            metrics = values
+            metrics, intervals = values, bounds
     failures = []
     if evaluation:
         result = tfma.load_validation_result(evaluation.uri)
@@ -126,7 +128,14 @@ def _evaluator(outputs) -> Evaluation:
         failures = [_failure_line(slice_key, failure) for slice_key, failure in sorted(found, key=_worst_first)]
     blessed = bool(blessing and blessing.custom_properties["blessed"].int_value) if blessing else False
     slices.sort(key=lambda entry: (len(entry.columns), entry.columns, [str(value) for value in entry.values]))
-    return Evaluation(metrics=metrics, blessed=blessed, failed_thresholds=failures, slices=slices)
+    return Evaluation(metrics=metrics, blessed=blessed, failed_thresholds=failures, slices=slices, intervals=intervals)
+
+
+def _interval(confidence_interval) -> list[float]:
+    """[lower, upper] of a metric's confidence interval as TFMA writes it (metrics_plots_and_validations_writer.
+    convert_slice_metrics_to_proto: the t-distribution's 95% interval around the samples' mean)."""
+    return [round(confidence_interval.lower_bound.double_value.value, 6),
+            round(confidence_interval.upper_bound.double_value.value, 6)]
 
 
 def _failure_line(slice_key, failure) -> str:

@@ -43,6 +43,7 @@ class SliceMetrics:
     columns: list[str]  # the slicing, e.g. ["island", "sex"] (sorted, as TFMA keys a slice)
     values: list[str | int | float]  # this slice's value of each column
     metrics: dict[str, float]
+    intervals: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # as Evaluation.intervals
 
     def name(self) -> str:
         """`island=Dream, sex=MALE`."""
@@ -62,10 +63,12 @@ class Evaluation:
     blessed: bool
     failed_thresholds: list[str]
     slices: list[SliceMetrics] = dataclasses.field(default_factory=list)
+    # metric -> [lower, upper] of its 95% confidence interval (evaluator.confidence_intervals; none without)
+    intervals: dict[str, list[float]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Self:
-        """The evaluation from its JSON form (slices absent in summaries written before there were any)."""
+        """The evaluation from its JSON form (slices and intervals absent in summaries written before there were any)."""
         return cls(**{**values, "slices": [SliceMetrics(**entry) for entry in values.get("slices", [])]})
 
     def worst_slice(self, metric: str, min_slice_size: int = 1) -> SliceMetrics | None:

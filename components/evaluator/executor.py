@@ -12,15 +12,29 @@ Two differences from TFX's Evaluator executor:
   gets TFX's executor and TFMA's Beam pipeline unchanged.
 Both paths evaluate the EvalConfig with its per-class metrics completed for the candidate's classes (`classes`), and
 its per-slice thresholds resolved to the slices of at least `evaluator.min_slice_size` examples (`slicing`).
+
+Confidence intervals (Options.compute_confidence_intervals) always take TFMA's pipeline: TFMA 0.47.1 draws them at
+random, its jackknife putting each example in one of 20 partitions by `np.random.RandomState(None).randint`
+(evaluators/jackknife.py, ComputeWithConfidenceIntervals), its Poisson bootstrap resampling each example
+`RandomState(None).poisson(1)` times (evaluators/poisson_bootstrap.py, _BootstrapCombineFn): no seed reaches them from
+TFX's Evaluator, so the in-process path could not give the same intervals. TFMA's validator checks a threshold on
+the value only (metrics_validator.validate_metrics: `float(metric)` of a ValueWithTDistribution is its unsampled
+value); a threshold the builder marks `BOUNDS_AT_KEY` (evaluator.thresholds.<metric>.at: interval) is checked here
+too, after TFMA's check, on the interval's ends TFMA wrote (`_check_intervals`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any
 
+import tensorflow as tf
 import tensorflow_model_analysis as tfma
+from tensorflow_model_analysis.metrics import metric_types
+from tensorflow_model_analysis.proto import validation_result_pb2
+from tensorflow_model_analysis.slicer import slicer_lib
 from tfx import types
 from tfx.components.evaluator import constants
 from tfx.components.evaluator import executor as evaluator_executor
@@ -34,6 +48,8 @@ from dtfx.components.evaluator import batched_metrics, classes, slicing, tfma_fi
 from dtfx.components.without_beam import ComputesWithoutBeamInOneThread, runs_in_one_thread
 
 BASELINE_MODEL_KEY = standard_component_specs.BASELINE_MODEL_KEY
+# In a metric's config: its bounds must hold at its confidence interval's ends. Taken out before TFMA reads the config.
+BOUNDS_AT_KEY = "dtfx_bounds_at"
 # Evaluator settings that run user code: they need TFMA's pipeline (as do fairness indicators, below).
 _USER_CODE_PROPERTIES = (standard_component_specs.MODULE_FILE_KEY, standard_component_specs.MODULE_PATH_KEY)
 
@@ -48,9 +64,10 @@ class Executor(ComputesWithoutBeamInOneThread, evaluator_executor.Executor):
         if baselines and not contains_model(baselines[0]):
             logging.info("Baseline model %s is empty (nothing pushed yet): evaluating without a baseline.", baselines[0].uri)
             input_dict = {key: value for key, value in input_dict.items() if key != BASELINE_MODEL_KEY}
-        eval_config = None
+        eval_config, at_interval = None, set()
         if exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY):
             completed = _completed_eval_config(exec_properties, input_dict.get(standard_component_specs.MODEL_KEY))
+            completed, at_interval = _bounds_at_interval(completed)
             if slicing.needs_sizes(completed):
                 completed = _gated_slices(completed, input_dict[standard_component_specs.EXAMPLES_KEY], exec_properties)
             exec_properties = {**exec_properties, standard_component_specs.EVAL_CONFIG_KEY: proto_utils.proto_to_json(completed)}
@@ -60,8 +77,10 @@ class Executor(ComputesWithoutBeamInOneThread, evaluator_executor.Executor):
             logging.info("Evaluating with TFMA's Beam pipeline: %s.", reason)
             compat.own_class_per_unpickled_combine_fn()
             super().Do(input_dict, output_dict, exec_properties)
-            return
-        self._evaluate_in_process(input_dict, output_dict, exec_properties, eval_config)
+        else:
+            self._evaluate_in_process(input_dict, output_dict, exec_properties, eval_config)
+        if at_interval:
+            _check_intervals(output_dict, eval_config, at_interval)
 
     def _why_tfma_pipeline(self, input_dict, exec_properties, eval_config: tfma.EvalConfig | None) -> str:
         if not runs_in_one_thread(self._beam_pipeline_args or []):
@@ -106,6 +125,88 @@ def _completed_eval_config(exec_properties: dict[str, Any], models: list[types.A
     if not models:  # predictions read from the examples: TFMA's own defaults
         return eval_config
     return classes.completed_for_model(eval_config, _serving_path(artifact_utils.get_single_instance(models)))
+
+
+def _bounds_at_interval(eval_config: tfma.EvalConfig) -> tuple[tfma.EvalConfig, set[str]]:
+    """The EvalConfig without the builder's BOUNDS_AT_KEY in its metrics' configs (TFMA would pass it to the metric's
+    constructor), and the names of the metrics that had it."""
+    eval_config, names = type(eval_config).FromString(eval_config.SerializeToString()), set()
+    for metrics_spec in eval_config.metrics_specs:
+        for metric in metrics_spec.metrics:
+            options = json.loads(metric.config or "{}")
+            if options.pop(BOUNDS_AT_KEY, None):
+                names.add(options["name"])
+                metric.config = json.dumps(options)
+    return eval_config, names
+
+
+def _check_intervals(output_dict: dict[str, list[types.Artifact]], eval_config: tfma.EvalConfig, names: set[str]) -> None:
+    """Checks the value bounds of the metrics `names` at their confidence intervals' ends, on the slices they gate:
+    lower_bound at most the interval's lower end, upper_bound at least its upper end. A failure TFMA's check of the value
+    did not already give is added to the validation result TFMA wrote, with a message naming the metric, its value,
+    its interval and the bound, and the blessing is taken back."""
+    output_uri = artifact_utils.get_single_uri(output_dict[constants.EVALUATION_KEY])
+    result = tfma.load_validation_result(output_uri)
+    failed = {(failures.slice_key.SerializeToString(), failure.metric_key.SerializeToString())
+              for failures in result.metric_validations_per_slice for failure in failures.failures}
+    thresholds = tfma.metrics.metric_thresholds_from_metrics_specs(eval_config.metrics_specs, eval_config=eval_config)
+    found = []
+    for per_slice in tfma.load_metrics(output_uri):
+        slice_key = slicer_lib.deserialize_slice_key(per_slice.slice_key)
+        failures = []
+        for item in per_slice.metric_keys_and_values:
+            key = metric_types.MetricKey.from_proto(item.key)
+            if key.name not in names or key not in thresholds or (per_slice.slice_key.SerializeToString(),
+                                                                   item.key.SerializeToString()) in failed:
+                continue
+            for slice_spec, bounds in thresholds[key]:
+                applies = slice_spec is None or slicer_lib.SingleSliceSpec(spec=slice_spec).is_slice_applicable(slice_key)
+                message = _beyond_interval(key.name, item, bounds) if applies else ""
+                if message:
+                    failures.append(validation_result_pb2.ValidationFailure(
+                        metric_key=item.key, metric_value=item.value, message=message,
+                        metric_threshold=tfma.MetricThreshold(value_threshold=bounds)))
+                    break
+        if failures:
+            found.append(validation_result_pb2.MetricsValidationForSlice(slice_key=per_slice.slice_key, failures=failures))
+    if found:
+        _record_interval_failures(output_uri, output_dict, result, found)
+
+
+def _beyond_interval(name: str, item, bounds) -> str:
+    """Why the metric's interval is not within `bounds` (a GenericValueThreshold), or empty when it is."""
+    if not isinstance(bounds, tfma.GenericValueThreshold):
+        return ""  # max_regression: on the value, TFMA's check
+    if not item.HasField("confidence_interval"):
+        return f"{name} has no confidence interval (TFMA computes none for it), so at: interval cannot hold"
+    lower = item.confidence_interval.lower_bound.double_value.value
+    upper = item.confidence_interval.upper_bound.double_value.value
+    interval = f"its 95% confidence interval [{lower:.4g}, {upper:.4g}]"
+    if bounds.HasField("lower_bound") and not lower >= bounds.lower_bound.value:
+        return f"{interval} reaches below lower_bound {bounds.lower_bound.value:g} (at: interval)"
+    if bounds.HasField("upper_bound") and not upper <= bounds.upper_bound.value:
+        return f"{interval} reaches above upper_bound {bounds.upper_bound.value:g} (at: interval)"
+    return ""
+
+
+def _record_interval_failures(output_uri: str, output_dict: dict[str, list[types.Artifact]],
+                              result: validation_result_pb2.ValidationResult,
+                              found: list[validation_result_pb2.MetricsValidationForSlice]) -> None:
+    """Rewrites the validation result TFMA wrote with the interval failures added, and the blessing as not blessed."""
+    result.validation_ok = False
+    result.metric_validations_per_slice.extend(found)
+    [path] = fileio.glob(os.path.join(output_uri, tfma.constants.VALIDATIONS_KEY + "*"))
+    with tf.io.TFRecordWriter(path) as writer:
+        writer.write(result.SerializeToString())
+    for failures in found:
+        for failure in failures.failures:
+            logging.info("Not blessed: %s %s", failure.metric_key.name, failure.message)
+    blessing = artifact_utils.get_single_instance(output_dict[standard_component_specs.BLESSING_KEY])
+    blessed_file = os.path.join(blessing.uri, constants.BLESSED_FILE_NAME)
+    if fileio.exists(blessed_file):
+        fileio.remove(blessed_file)
+    io_utils.write_string_file(os.path.join(blessing.uri, constants.NOT_BLESSED_FILE_NAME), "")
+    blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY, constants.NOT_BLESSED_VALUE)
 
 
 def _gated_slices(eval_config: tfma.EvalConfig, examples: list[types.Artifact],

@@ -30,6 +30,7 @@ class MetricRow:
     baseline: float | None = None
     change: float | None = None
     failures: list[str] = field(default_factory=list)
+    interval: tuple[float, float] | None = None  # the value's 95% confidence interval (evaluator.confidence_intervals)
 
 
 @dataclass
@@ -95,6 +96,9 @@ def read_evaluation(uri: str) -> tuple[list[SliceMetrics], bool | None]:
                 row.baseline = value
             else:
                 row.value = value
+                if item.HasField("confidence_interval"):
+                    bounds = item.confidence_interval
+                    row.interval = (bounds.lower_bound.double_value.value, bounds.upper_bound.double_value.value)
     if validation is not None:
         for failed_slice in validation.metric_validations_per_slice:
             entry = slices.setdefault(slice_name(failed_slice.slice_key), SliceMetrics(slice_name(failed_slice.slice_key)))

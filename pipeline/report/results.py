@@ -101,7 +101,16 @@ def _threshold_text(bounds: dict[str, float] | None) -> str:
         parts.append(f"≤ {fmt(bounds['upper_bound'])}")
     if bounds.get("max_regression") is not None:
         parts.append(f"at most {fmt(bounds['max_regression'])} worse than the last pushed model")
+    if bounds.get("at") == "interval":
+        parts.append("at the ends of the 95% interval")
     return ", ".join(parts)
+
+
+def _value_text(row: evaluation.MetricRow) -> str:
+    """`0.85 [0.81, 0.88]`: the value and its confidence interval, when the evaluation computed one."""
+    if row.interval is None:
+        return fmt(row.value)
+    return f"{fmt(row.value)} [{fmt(row.interval[0])}, {fmt(row.interval[1])}]"
 
 
 def _metric_name(name: str) -> str:
@@ -123,7 +132,9 @@ def _result(row: evaluation.MetricRow, bounds: dict[str, float] | None, validate
 def _slices_from_summary(summary: RunSummary) -> list[evaluation.SliceMetrics]:
     """The overall metrics summary.json holds, for when TFMA's files cannot be read."""
     metrics = summary.evaluator.metrics if summary.evaluator else {}
-    rows = {name: evaluation.MetricRow(name, value) for name, value in metrics.items()}
+    intervals = summary.evaluator.intervals if summary.evaluator else {}
+    rows = {name: evaluation.MetricRow(name, value, interval=tuple(intervals[name]) if name in intervals else None)
+            for name, value in metrics.items()}
     return [evaluation.SliceMetrics(evaluation.OVERALL, rows)]
 
 
@@ -155,7 +166,7 @@ def evaluation_section(summary: RunSummary) -> str:
                 slice_metrics.metrics.setdefault(name, evaluation.MetricRow(name))
         rows = []
         for name, row in sorted(slice_metrics.metrics.items()):
-            cells = [_metric_name(name), esc(fmt(row.value))]
+            cells = [_metric_name(name), esc(_value_text(row))]
             if with_baseline:
                 cells += [esc(fmt(row.baseline)), esc(fmt(row.change))]
             cells += [esc(_threshold_text(bounds.get(name))), _result(row, bounds.get(name), validation_ok is not None)]
