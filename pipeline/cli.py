@@ -12,6 +12,7 @@ import logging
 import os
 import shlex
 import sys
+import warnings
 
 from dtfx.components.names import STAGES
 from dtfx.pipeline.batch_prediction import add_command as add_predict_command
@@ -28,6 +29,9 @@ EXIT_USER_ERROR = 2
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `dtfx` console script."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # google-api-core warns at import, on every command, that Google's clients will leave this Python in a future
+    # release: nothing a dtfx user can act on, and it hid dtfx's own lines on stderr.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\._python_version_support")
     # Your own code (trainer.model.module) is imported from the directory you run dtfx in, as
     # `python -m` would; dtfx's own modules are all under `dtfx.`, so nothing there shadows them.
     if os.getcwd() not in sys.path:
