@@ -128,8 +128,8 @@ def test_thresholds_become_tfma_bounds():
     from dtfx.pipeline.builder import eval_config
 
     config = eval_config(make_config(evaluator__thresholds={"accuracy": {"lower_bound": 0.7, "upper_bound": 0.99}}))
-    (spec,) = config.metrics_specs
-    accuracy = next(m for m in spec.metrics if m.class_name == "SparseCategoricalAccuracy")
+    accuracy = next(m for spec in config.metrics_specs for m in spec.metrics
+                    if m.class_name == "SparseCategoricalAccuracy")
     assert accuracy.threshold.value_threshold.lower_bound.value == 0.7
     assert accuracy.threshold.value_threshold.upper_bound.value == 0.99
     assert config.model_specs[0].label_key == "species_xf"

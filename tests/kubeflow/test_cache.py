@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from dtfx.components import data_fingerprint
-from dtfx.pipeline.kubeflow import cache, driver
+from dtfx.components.names import RUN_RESULTS_ID
+from dtfx.pipeline.kubeflow import cache, driver, run_form
 from dtfx.pipeline.kubeflow.object_store import local_s3_server
 from dtfx.pipeline.kubeflow.rehearsal import rehearse
 from tests.conftest import run_dtfx
@@ -241,9 +242,12 @@ def test_a_new_learning_rate_reruns_train_only(small_rehearsals):
 
 # --- rehearsals in a row: the shipped config, shrunk, with `dtfx rehearse` -----------------
 
-BEFORE_TRAIN = {"data_fingerprint", "ingest", "statistics", "schema", "reference_schema", "validation", "anomaly_gate",
-                "transform"}
-FROM_TRAIN = {"train", "baseline", "evaluate", "push"}
+# Never cached: the data fingerprint (it keys ingest) and the check of the run form's values (a run's values are
+# checked in that run).
+ALWAYS_RUN = {"data_fingerprint", run_form.CHECK_STEP}
+BEFORE_TRAIN = ALWAYS_RUN | {"ingest", "statistics", "schema", "reference_schema", "validation", "anomaly_gate",
+                             "transform"}
+FROM_TRAIN = {"train", "baseline", "evaluate", "push", RUN_RESULTS_ID}
 
 
 @pytest.fixture(scope="module")
@@ -297,7 +301,7 @@ def test_rehearsing_again_reuses_every_step_and_pushes_nothing_new(penguins_rehe
     assert first.returncode == 0, first.stdout + first.stderr
     assert again.returncode == 0, again.stdout + again.stderr
     assert by_state(first_report) == {"run": BEFORE_TRAIN | FROM_TRAIN}
-    assert by_state(report) == {"run": {"data_fingerprint"}, "cached": BEFORE_TRAIN - {"data_fingerprint"} | FROM_TRAIN}
+    assert by_state(report) == {"run": ALWAYS_RUN, "cached": BEFORE_TRAIN - ALWAYS_RUN | FROM_TRAIN}
     # The table shows it as the Kubeflow UI would, and the pusher, cached, pushed no new version.
     assert re.search(r"^ingest\s+cached\s+-$", again.stdout, re.MULTILINE), again.stdout
     assert re.search(r"^data_fingerprint\s+run\s+[\d.]+$", again.stdout, re.MULTILINE), again.stdout
@@ -309,7 +313,7 @@ def test_rehearsing_again_reuses_every_step_and_pushes_nothing_new(penguins_rehe
 def test_a_new_learning_rate_reruns_train_and_what_follows_it(penguins_rehearsals):
     result, report, _ = penguins_rehearsals["new_rate"]
     assert result.returncode == 0, result.stdout + result.stderr
-    assert by_state(report) == {"run": {"data_fingerprint"} | FROM_TRAIN, "cached": BEFORE_TRAIN - {"data_fingerprint"}}
+    assert by_state(report) == {"run": ALWAYS_RUN | FROM_TRAIN, "cached": BEFORE_TRAIN - ALWAYS_RUN}
     assert {task["cached_from"] for task in report["tasks"] if task["state"] == "cached"} == {"rehearsal"}
 
 
@@ -318,4 +322,5 @@ def test_an_added_data_file_reruns_ingest_and_everything_after_it(penguins_rehea
     result, report, _ = penguins_rehearsals["new_data"]
     assert result.returncode == 0, result.stdout + result.stderr
     assert by_state(report) == {"run": BEFORE_TRAIN | FROM_TRAIN}
-    assert "(2 files," in (Path(report["tasks"][0]["log"])).read_text()
+    (fingerprint,) = [task for task in report["tasks"] if task["name"] == "data_fingerprint"]
+    assert "(2 files," in Path(fingerprint["log"]).read_text()

@@ -48,6 +48,7 @@ def test_report_of_a_whole_run_has_every_section(penguin_runs):
     assert html.count('class="histogram"') >= 10 and html.count('class="histogram bars"') >= 6
     # Loss and accuracy per epoch, and the validation scalars TensorBoard recorded per optimizer step.
     assert html.count('class="curve"') >= 4 and "evaluation_loss_vs_iterations" in html
+    assert "<h3>by island</h3>" in html and all(f"<td>{island}</td>" in html for island in ("Biscoe", "Dream", "Torgersen"))
     assert ACCURACY_CELL in html and "≥ 0.3" in html and "passed" in html and ">blessed<" in html
     assert "loss per replica" in html and "one replica: nothing to compare" in html
     assert "Signature serving_default" in html and "<td>input</td><td>examples</td><td>string</td>" in html
