@@ -10,7 +10,7 @@ api/model_eval_lib.py), so that the report needs neither the model nor the examp
 - `CalibrationHistogramBuckets` (tfma.metrics.CalibrationPlot, or any plot of that form): buckets of predicted value
   with the sums of labels and predictions in each; predicted against actual, and the residuals by decile.
 `read_plots` gives them per slice, under the slice names of the metrics (evaluation.slice_name); `slice_html` draws
-one slice's. The section shows the whole eval split's.
+one slice's. The section shows the whole eval split's, then each slice's (evaluator.slices) folded until opened.
 """
 
 from __future__ import annotations
@@ -160,6 +160,11 @@ def deciles(buckets: Sequence[Bucket]) -> list[Bucket | None]:
         groups[min(DECILES - 1, int(DECILES * (before + bucket.count / 2) / total))].append(bucket)
         before += bucket.count
     return [merged(group) if group else None for group in groups]
+
+
+# The report draws at most this many slices' pictures: a slicing by a column of many values would otherwise make the
+# page too large to open.
+MAX_SLICES_DRAWN = 50
 
 
 @dataclass
@@ -406,9 +411,25 @@ def plots_section(summary: RunSummary) -> str:
     uri, reason = stage_output(summary, EVALUATE_STAGE, EVALUATION_OUTPUT)
     if reason:
         return not_run("plots", title, reason)
-    overall = read_plots(uri).get(evaluation.OVERALL)
+    plots = read_plots(uri)
+    overall = plots.get(evaluation.OVERALL)
     if not overall:
         note = "This evaluation computed no plots (ROC and precision-recall curves, confusion matrix, predicted against actual)."
         return section("plots", title, f'<p class="muted">{esc(note)}</p>')
-    body = slice_html(overall, artifacts.read_class_names(summary), decision_threshold(summary))
-    return section("plots", title, f"<p class=\"small\">Slice: {esc(overall.name)}</p>" + body)
+    names, threshold = artifacts.read_class_names(summary), decision_threshold(summary)
+    body = slice_html(overall, names, threshold)
+    others = [slice_plots for name, slice_plots in plots.items() if name != evaluation.OVERALL and slice_plots]
+    return section("plots", title, f"<p class=\"small\">Slice: {esc(overall.name)}</p>" + body
+                   + per_slice_html(others, names, threshold))
+
+
+def per_slice_html(slices: Sequence[SlicePlots], names: Sequence[str], decision_threshold: float) -> str:
+    """Each slice's pictures (evaluator.slices), folded: drawn when the user opens the slice; the first
+    MAX_SLICES_DRAWN slices in the order of `slices`, and how many more there were."""
+    if not slices:
+        return ""
+    folded = "".join(f'<details class="slice-plots"><summary>{esc(plots.name)}</summary>{slice_html(plots, names, decision_threshold)}</details>'
+                     for plots in slices[:MAX_SLICES_DRAWN])
+    more = len(slices) - MAX_SLICES_DRAWN
+    note = f'<p class="muted">{more} more slices not drawn here: their metrics are in the slices\' tables.</p>' if more > 0 else ""
+    return f'<h3>Per slice</h3><p class="small">Open a slice to see its pictures.</p>{folded}{note}'

@@ -56,11 +56,12 @@ def run_dir(tmp_path: Path, evaluation: Path, task: str = "classification", name
     return synthetic.write_summary(tmp_path / "run", {"stages": stages, "status": "succeeded", "config": config})
 
 
-def plots_html(run: Path) -> str:
+def plots_html(run: Path, slices: bool = False) -> str:
+    """The report's plots section: the whole split's pictures, or with `slices` the slices' folded after them."""
     html = Path(build_report(str(run))).read_text(encoding="utf-8")
     assert sections_by_state(html)["plots"] == "", sections_by_state(html)
     [found] = re.findall(r'<section id="plots".*?</section>', html, re.S)
-    return found
+    return found if slices else found.split("<h3>Per slice</h3>")[0]
 
 
 def matrix_rows(html: str) -> dict[str, list[str]]:
@@ -222,6 +223,29 @@ def test_deciles_of_equal_buckets_are_exact_and_of_uneven_ones_whole_buckets():
     assert [t.count if t else None for t in tenths] == [1, None, None, None, None, 98, None, None, None, 1]
 
 
+def test_each_slice_has_its_own_pictures_folded_under_the_whole_splits(evaluations, tmp_path):
+    binary = evaluations["binary"]
+    html = plots_html(run_dir(tmp_path, binary.uri, names=BINARY_NAMES), slices=True)
+    folded = dict(re.findall(r'<details class="slice-plots"><summary>([^<]*)</summary>(.*?)(?=<details class="slice-plots">|$)',
+                             html, re.S))
+    assert list(folded) == [f"island = {island}" for island in ISLANDS]
+    # Dream's matrix at the decision threshold counts Dream's examples only.
+    dream = [e for e in binary.examples if e.island == "Dream"]
+    true_positives, false_positives, true_negatives, false_negatives = counts(dream, 1, 0.5)
+    rows = matrix_rows(folded["island = Dream"])
+    assert [rows["Adelie"][0][0], rows["Adelie"][1][0], rows["Gentoo"][0][0], rows["Gentoo"][1][0]] == [
+        str(true_negatives), str(false_positives), str(false_negatives), str(true_positives)]
+
+
+def test_a_slicing_of_many_values_draws_the_first_slices_and_says_how_many_more(monkeypatch):
+    many = [curves.SlicePlots(f"shop = {number}", buckets=[curves.Bucket(0, 1, 1, 1, 1)]) for number in range(5)]
+    monkeypatch.setattr(curves, "MAX_SLICES_DRAWN", 3)
+    html = curves.per_slice_html(many, [], 0.5)
+    assert re.findall(r'<details class="slice-plots"><summary>([^<]*)</summary>', html) == ["shop = 0", "shop = 1", "shop = 2"]
+    assert "2 more slices not drawn here" in html
+    assert curves.per_slice_html([], [], 0.5) == ""
+
+
 # --- no plots --------------------------------------------------------------------------------
 
 
@@ -248,12 +272,23 @@ def test_a_run_without_an_evaluation_says_why_it_has_no_plots(tmp_path):
 
 # --- in a browser ----------------------------------------------------------------------------
 
-# Every picture and matrix of the plots section, with its laid-out size.
+# Every picture and matrix of the plots section, with its laid-out size; arguments[0] selects whose: the whole
+# split's (not inside a slice's folded <details>) or those of the slice whose <summary> has that text.
 PLOT_BOXES = """
-return [...document.querySelectorAll('#plots svg, #plots table.confusion')].map((e) => {
-    const box = e.getBoundingClientRect();
-    return {what: e.getAttribute('aria-label') || e.className, width: box.width, height: box.height};
-});
+const slice = arguments[0];
+const scope = slice === null ? document.querySelector('#plots')
+    : [...document.querySelectorAll('#plots details.slice-plots')].find((d) => d.querySelector('summary').textContent === slice);
+return [...scope.querySelectorAll('svg, table.confusion')]
+    .filter((e) => slice !== null || !e.closest('details.slice-plots'))
+    .map((e) => {
+        const box = e.getBoundingClientRect();
+        return {what: e.getAttribute('aria-label') || e.className, width: box.width, height: box.height,
+                shown: e.checkVisibility()};
+    });
+"""
+OPEN_SLICE = """
+[...document.querySelectorAll('#plots details.slice-plots')].find((d) => d.querySelector('summary').textContent === arguments[0])
+    .open = true;
 """
 
 
@@ -268,8 +303,15 @@ def test_plots_render_in_chromium(evaluations, tmp_path):
         report = build_report(str(run))
         with Chromium() as browser:
             browser.open(report)
-            boxes = browser.script(PLOT_BOXES)
+            boxes = browser.script(PLOT_BOXES, None)
+            # A slice's pictures are folded: laid out only once the user opens the slice.
+            folded = browser.script(PLOT_BOXES, "island = Dream")
+            browser.script(OPEN_SLICE, "island = Dream")
+            opened = browser.script(PLOT_BOXES, "island = Dream")
             console = browser.console_messages()
         assert console == [], console
         assert [box["what"] for box in boxes] == expected
-        assert all(box["width"] > 100 and box["height"] > 60 for box in boxes), boxes
+        assert all(box["shown"] and box["width"] > 100 and box["height"] > 60 for box in boxes), boxes
+        assert [box["what"] for box in folded] == [box["what"] for box in opened] == expected
+        assert not any(box["shown"] for box in folded), folded
+        assert all(box["shown"] and box["width"] > 100 and box["height"] > 60 for box in opened), opened
