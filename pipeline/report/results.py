@@ -108,9 +108,7 @@ def _threshold_text(bounds: dict[str, float] | None) -> str:
 
 def _value_text(row: evaluation.MetricRow) -> str:
     """`0.85 [0.81, 0.88]`: the value and its confidence interval, when the evaluation computed one."""
-    if row.interval is None:
-        return fmt(row.value)
-    return f"{fmt(row.value)} [{fmt(row.interval[0])}, {fmt(row.interval[1])}]"
+    return svg.fmt_interval(row.value, row.interval)
 
 
 def _metric_name(name: str) -> str:

@@ -1,5 +1,5 @@
 """The report's section of the evaluation's slices (evaluator.slices): one table per slicing, with each slice's size
-and metrics, sortable by any column.
+and metrics (with their confidence intervals, evaluator.confidence_intervals), sortable by any column.
 
 The page allows no script (page.CSP), so the sorting is CSS alone: each column's header is the label of a radio
 button, each row carries its rank in every column as a CSS variable, and the checked button sets the rows' `order`.
@@ -13,7 +13,7 @@ import re
 from dtfx.components.names import EVALUATE_STAGE
 from dtfx.pipeline.report.markup import esc, not_run, section
 from dtfx.pipeline.report.sections import why_missing
-from dtfx.pipeline.report.svg import fmt
+from dtfx.pipeline.report.svg import fmt, fmt_interval
 from dtfx.pipeline.run_summary import RunSummary, SliceMetrics
 
 ANCHOR, TITLE = "slices", "Evaluation slices"
@@ -73,7 +73,8 @@ def slicing_table(name: str, columns: list[str], entries: list[SliceMetrics], th
         tds += f'<td class="{size_class}">{esc(fmt(entry.size()))}</td>'
         for metric in metrics:
             value = entry.metrics.get(metric, math.nan)
-            tds += f'<td class="{_cell_class(metric, value, thresholds, entry.size() >= smallest)}">{esc(fmt(value))}</td>'
+            text = fmt_interval(value, entry.intervals.get(metric))
+            tds += f'<td class="{_cell_class(metric, value, thresholds, entry.size() >= smallest)}">{esc(text)}</td>'
         rows += f'<tr style="{order}">{tds}</tr>'
     layout = f"--columns: repeat({len(headers)}, minmax(80px, 1fr))"
     return (f'<div class="slice-table" style="{layout}"><style>{rules}</style>{buttons}'

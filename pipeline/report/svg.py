@@ -32,6 +32,13 @@ def fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
+def fmt_interval(value: float, interval) -> str:
+    """`0.85 [0.81, 0.88]`: a value and its confidence interval (lower, upper), or the value alone without one."""
+    if interval is None:
+        return fmt(value)
+    return f"{fmt(value)} [{fmt(interval[0])}, {fmt(interval[1])}]"
+
+
 def tick_label(value: float) -> str:
     """A short axis label: 17500000 -> 17.5M, 4500 -> 4500, 0.25 -> 0.25."""
     for limit, unit, suffix in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):  # 4-digit values stay as they are

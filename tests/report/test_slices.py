@@ -70,3 +70,9 @@ def test_without_slices_the_section_says_how_to_get_them(tmp_path):
 def test_without_an_evaluation_the_section_says_why(tmp_path):
     summary = make_summary(tmp_path, {"until": "train", "config": CONFIG})
     assert "--until train stopped the run before the evaluate stage" in slices_section(summary)
+
+
+def test_a_slices_confidence_intervals_are_shown_beside_its_values(tmp_path):
+    with_intervals = [{**SLICES[0], "intervals": {"recall": [0.93, 1.0]}}, SLICES[1]]
+    [table] = re.findall(r'<div class="slice-table".*?</table></div>', section_of(tmp_path, slices=with_intervals))
+    assert [cells for _, cells in rows_of(table)] == [["Biscoe", "90", "0.97", "1 [0.93, 1]"], ["Dream", "40", "0.4", "0"]]
