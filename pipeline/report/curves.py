@@ -428,8 +428,9 @@ def per_slice_html(slices: Sequence[SlicePlots], names: Sequence[str], decision_
     MAX_SLICES_DRAWN slices in the order of `slices`, and how many more there were."""
     if not slices:
         return ""
-    folded = "".join(f'<details class="slice-plots"><summary>{esc(plots.name)}</summary>{slice_html(plots, names, decision_threshold)}</details>'
-                     for plots in slices[:MAX_SLICES_DRAWN])
+    folded = "".join(f'<details class="slice-plots"><summary>{esc(plots.name)}</summary>'
+                     f"{slice_html(plots, names, decision_threshold)}</details>" for plots in slices[:MAX_SLICES_DRAWN])
     more = len(slices) - MAX_SLICES_DRAWN
-    note = f'<p class="muted">{more} more slices not drawn here: their metrics are in the slices\' tables.</p>' if more > 0 else ""
+    note = (f'<p class="muted">{more} more slices not drawn here: their metrics are in the slices\' tables.</p>'
+            if more > 0 else "")
     return f'<h3>Per slice</h3><p class="small">Open a slice to see its pictures.</p>{folded}{note}'
