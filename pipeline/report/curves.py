@@ -99,6 +99,10 @@ class ClassCurve:
                         key=lambda p: (p[0], -p[1]))
         return [(0.0, points[0][1]), *points] if points and points[0][0] > 0 else points
 
+    def has_positives(self) -> bool:
+        """Whether the slice has an example of the class (without one, neither curve exists)."""
+        return any(c.true_positives + c.false_negatives for c in self.counts)
+
     def at(self, threshold: float) -> Counts | None:
         """The counts at the computed threshold nearest to `threshold`."""
         return min(self.counts, key=lambda c: abs(c.threshold - threshold), default=None)
@@ -291,14 +295,15 @@ def _area(plots: SlicePlots, metric: str, curve: ClassCurve, points: Sequence[tu
 def curve_charts(plots: SlicePlots, names: Sequence[str]) -> str:
     """The ROC and precision-recall charts: a curve per class against the others, its area in the legend."""
     roc, pr = {}, {}
-    for curve in plots.curves.values():
+    drawn = [curve for curve in plots.curves.values() if curve.has_positives()]
+    for curve in drawn:
         label = class_label(curve.class_id, names)
         roc_points, pr_points = curve.roc(), curve.precision_recall()
         roc[f"{label} · AUC {_area(plots, ROC_AREA_METRIC, curve, roc_points):.3f}"] = roc_points
         pr[f"{label} · AUC {_area(plots, PR_AREA_METRIC, curve, pr_points):.3f}"] = pr_points
     unit = (0.0, 1.0)
     chance = svg.Reference("chance", [(0.0, 0.0), (1.0, 1.0)])
-    [only] = list(plots.curves.values()) if len(plots.curves) == 1 else [None]
+    [only] = drawn if len(drawn) == 1 else [None]
     share = only.counts[0].positive_share if only else None
     # With one class, a model that ranks at random has the share of positives as its precision at every recall.
     no_skill = svg.Reference(f"random ({share:.0%} positive)", [(0.0, share), (1.0, share)]) if share else None
@@ -387,8 +392,12 @@ def regression_charts(buckets: Sequence[Bucket]) -> str:
 def slice_html(plots: SlicePlots, names: Sequence[str], decision_threshold: float) -> str:
     """Every picture of one slice's plots."""
     body = ""
-    if plots.curves:
+    absent = [class_label(curve.class_id, names) for curve in plots.curves.values() if not curve.has_positives()]
+    if len(absent) < len(plots.curves):
         body += f'<div class="charts">{curve_charts(plots, names)}</div>'
+    if absent:
+        them = "it" if len(absent) == 1 else "them"
+        body += f'<p class="small">No curve of {esc(", ".join(absent))}: this slice has no example of {them}.</p>'
     if len(plots.curves) == 1 and (plots.matrix is None or len(plots.matrix.classes()) <= 2):
         # A binary label: its matrix at the decision threshold, the one precision and recall are counted at.
         body += binary_matrix(next(iter(plots.curves.values())), names, decision_threshold)

@@ -315,3 +315,14 @@ def test_plots_render_in_chromium(evaluations, tmp_path):
         assert [box["what"] for box in folded] == [box["what"] for box in opened] == expected
         assert not any(box["shown"] for box in folded), folded
         assert all(box["shown"] and box["width"] > 100 and box["height"] > 60 for box in opened), opened
+
+
+def test_a_class_with_no_example_in_a_slice_has_no_curve_and_the_slice_says_so():
+    def curve(class_id, positives):
+        return curves.ClassCurve(class_id, (curves.Counts(0.0, positives, 4, 0, 0), curves.Counts(0.5, positives, 1, 3, 0)))
+
+    plots = curves.SlicePlots("island = Torgersen", curves={0: curve(0, 3), 1: curve(1, 0), 2: curve(2, 0)})
+    html = curves.slice_html(plots, THREE_NAMES, 0.5)
+    legends = [t.text for root in synthetic.svg_elements(html) for t in root.iter("text") if " · AUC " in (t.text or "")]
+    assert [legend.split(" · ")[0] for legend in legends] == ["Adelie", "Adelie"]  # the ROC and the PR chart
+    assert "No curve of Gentoo, Chinstrap: this slice has no example of them." in html
