@@ -22,9 +22,12 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS
+from dtfx.components.buckets import is_store_uri, split_uri
 from dtfx.components.processes import LOOPBACK as HOST
 from dtfx.components.processes import die_with_parent, free_port
+
+# split_uri and is_store_uri live in dtfx.components.buckets, which the steps use; the rehearsal's modules take them here.
+__all__ = ["LauncherError", "ObjectStore", "is_store_uri", "local_s3_server", "split_uri"]
 
 # moto accepts any key; a real MinIO is reached with the user's own.
 REHEARSAL_CREDENTIALS = {"aws_access_key_id": "rehearsal", "aws_secret_access_key": "rehearsal"}
@@ -32,20 +35,6 @@ REHEARSAL_CREDENTIALS = {"aws_access_key_id": "rehearsal", "aws_secret_access_ke
 
 class LauncherError(Exception):
     """Kubeflow's launcher could not move an artifact: the step fails before or after it runs."""
-
-
-def split_uri(uri: str) -> tuple[str, str]:
-    """(bucket, key) of a `minio://`, `s3://` or `gs://` URI; ValueError for anything else."""
-    for scheme in LAUNCHER_MOUNTS:
-        if uri.startswith(scheme):
-            bucket, _, key = uri[len(scheme):].partition("/")
-            return bucket, key.rstrip("/")
-    raise ValueError(f"{uri}: not an object store URI ({', '.join(LAUNCHER_MOUNTS)})")
-
-
-def is_store_uri(uri: str) -> bool:
-    """Whether the launcher moves this URI's objects (it leaves other URIs, such as local paths, alone)."""
-    return uri.startswith(tuple(LAUNCHER_MOUNTS))
 
 
 class ObjectStore:
