@@ -43,8 +43,9 @@ def slices_section(summary: RunSummary) -> str:
     thresholds = config.get("thresholds") or {}
     smallest = config.get("min_slice_size") or 1
     body = f"<style>{_CSS}</style>"
-    body += (f'<p class="small">Each slice of at least {esc(smallest)} examples is gated by the thresholds with '
-             "per_slice: true; click a column's name to sort by it.</p>")
+    size = "every slice is" if smallest == 1 else f"each slice of at least {esc(smallest)} examples is"
+    body += (f'<p class="small">{size.capitalize()} gated by the thresholds with per_slice: true; click a column\'s '
+             "name to sort by it.</p>")
     for index, (columns, entries) in enumerate(evaluator.slicings().items()):
         body += f"<h3>by {esc(', '.join(columns))}</h3>" + slicing_table(f"slicing-{index}", list(columns), entries,
                                                                            thresholds, smallest)

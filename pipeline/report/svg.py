@@ -34,7 +34,7 @@ def fmt(value: float) -> str:
 
 def fmt_interval(value: float, interval) -> str:
     """`0.85 [0.81, 0.88]`: a value and its confidence interval (lower, upper), or the value alone without one."""
-    if interval is None:
+    if interval is None or math.isnan(value):
         return fmt(value)
     return f"{fmt(value)} [{fmt(interval[0])}, {fmt(interval[1])}]"
 

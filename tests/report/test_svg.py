@@ -85,3 +85,10 @@ def test_fmt_keeps_numbers_short():
 
 def test_tick_labels_stay_short():
     assert [svg.tick_label(v) for v in (17_500_000, 12_000, 4500, 0.25, -2e9)] == ["17.5M", "12k", "4500", "0.25", "-2G"]
+
+
+def test_a_value_is_written_with_its_interval_unless_it_has_none():
+    assert svg.fmt_interval(0.8512, (0.81, 0.88)) == "0.8512 [0.81, 0.88]"
+    assert svg.fmt_interval(0.85, None) == "0.85"
+    # A metric a slice cannot have (the recall of a class with no example in it) is a dash, not a dash of dashes.
+    assert svg.fmt_interval(math.nan, (math.nan, math.nan)) == "–"
