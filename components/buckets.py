@@ -28,6 +28,8 @@ from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS
 SCHEMES = tuple(LAUNCHER_MOUNTS)
 ENDPOINT_ENV = "AWS_ENDPOINT_URL"  # boto3 >= 1.28 reads it (botocore configprovider, endpoint_url)
 REGION_ENV = "AWS_REGION"
+ACCESS_KEY_ENV = "AWS_ACCESS_KEY_ID"
+SECRET_KEY_ENV = "AWS_SECRET_ACCESS_KEY"
 ENDPOINT_REGION = "us-east-1"  # the region an S3 API at an endpoint (MinIO, moto) answers to when none is set
 READ_BLOCK_BYTES = 8 << 20  # one ranged GET per 8 MiB read from an opened object
 
@@ -212,7 +214,7 @@ class _S3:
             raise BucketError(f"{uri}: minio:// is an S3 API at an endpoint, and none is set: give kubeflow.store.endpoint "
                               f"(in a step) or set {ENDPOINT_ENV} (on this machine)")
         region = os.environ.get(REGION_ENV) or os.environ.get("AWS_DEFAULT_REGION") or (ENDPOINT_REGION if endpoint else None)
-        settings = (endpoint, region, os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_PROFILE"))
+        settings = (endpoint, region, os.environ.get(ACCESS_KEY_ENV), os.environ.get("AWS_PROFILE"))
         if settings not in self._clients:
             import boto3
 

@@ -21,7 +21,7 @@ import json
 import os
 import sys
 
-from dtfx.components.errors import DataError
+from dtfx.components.errors import DataError, StepError
 from dtfx.components.names import DATA_FINGERPRINT_PARAMETER
 
 INPUT_BASE = "input_base"
@@ -37,22 +37,36 @@ def data_pattern(input_base: str, input_config: str) -> str:
 
 
 def fingerprint(pattern: str) -> str:
-    """A digest of the names, sizes and modification times (in nanoseconds) of the files ingest reads at `pattern`.
+    """A digest of the names, sizes and modification times (in nanoseconds) of the files ingest reads at `pattern`;
+    in a bucket, of the objects' names, sizes, update times and ETags (S3) or generations (GCS).
 
     Raises DataError when no file matches, as ingest would.
     """
-    from tfx.dsl.io import fileio
+    from dtfx.components import buckets
+    from dtfx.components.example_gen.sources import list_data_files, list_data_objects
 
-    from dtfx.components.example_gen.sources import list_data_files
-
-    files = list_data_files(pattern)
+    objects = list_data_objects(pattern) if buckets.is_store_uri(pattern) else {}
+    files = [*objects] if objects else list_data_files(pattern)
     if not files:
         raise DataError(f"{pattern}: no data file matches")
-    # os.stat for files on a volume: TensorFlow's stat, which TFX's fileio picks for them, rounds times to seconds.
-    listing = [[path, *_size_and_mtime(fileio.stat(path) if "://" in path else os.stat(path))] for path in files]
+    listing = [[path, *(_object_version(objects[path]) if objects else _local_version(path))] for path in files]
     digest = hashlib.sha256(json.dumps(listing).encode()).hexdigest()
     total = sum(size for _, size, _ in listing)
     return f"sha256:{digest} ({len(files)} file{'s' if len(files) != 1 else ''}, {total} bytes)"
+
+
+def _object_version(info) -> tuple[int, str]:
+    """(bytes, update time and ETag or generation) of an object: the ETag or generation changes with every write,
+    even one within the second of the last (S3's times are whole seconds)."""
+    return info.size, f"{info.updated.isoformat()} {info.version}"
+
+
+def _local_version(path: str) -> tuple[int, int]:
+    """(bytes, modification time in ns) of a file on a volume (or gs:// through TFX's fileio)."""
+    from tfx.dsl.io import fileio
+
+    # os.stat for files on a volume: TensorFlow's stat, which TFX's fileio picks for them, rounds times to seconds.
+    return _size_and_mtime(fileio.stat(path) if "://" in path else os.stat(path))
 
 
 def _size_and_mtime(stat) -> tuple[int, int]:
@@ -72,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     pattern = data_pattern(values[INPUT_BASE], values[INPUT_CONFIG])
     try:
         value = fingerprint(pattern)
-    except DataError as error:
+    except StepError as error:  # no data file, or a bucket that cannot be read (buckets.BucketError)
         print(f"dtfx: {error}", file=sys.stderr)
         return 2
     print(f"{DATA_FINGERPRINT_PARAMETER} of {pattern}: {value}")

@@ -12,6 +12,7 @@ import dataclasses
 import glob
 import gzip
 import importlib.util
+import io
 import itertools
 import os
 import sys
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 # Ingest's rules, which validate applies to the same files: which files a data path reads (DATA_SUFFIXES),
 # the cells it reads as missing, the columns a Parquet file may hold, a CSV record's column count, a label's
 # classes. Ingest decides a file's format by its name and reads its columns through the same registry.
+from dtfx.components import buckets
 from dtfx.components.example_gen import labels, sources
 from dtfx.components.example_gen.sources import DATA_SUFFIXES, NULL_VALUES, read_parquet_kinds  # noqa: F401
 from dtfx.components.registry.formats import FORMATS, format_of
@@ -72,7 +74,7 @@ def content_problem(path: str) -> str | None:
     """
     if format_of(path) != "csv":
         return None
-    with open(path, "rb") as handle:
+    with sources.open_data(path) as handle:
         gzipped = handle.read(2) == GZIP_MAGIC
     named_gz = sources.gzip_named(path)
     if gzipped and not named_gz:
@@ -123,8 +125,12 @@ def csv_sample(path: str, rows: int = SAMPLE_ROWS, errors: str = "replace") -> I
 
 
 def _open_csv(path: str, mode: str, **text_options):
-    """The CSV file at `path`, decompressed when ingest would (sources.gzip_named)."""
-    return (gzip.open if sources.gzip_named(path) else open)(path, mode, **text_options)
+    """The CSV file at `path` (a path or a bucket URI), decompressed when ingest would (sources.gzip_named)."""
+    if not buckets.is_store_uri(path):
+        return (gzip.open if sources.gzip_named(path) else open)(path, mode, **text_options)
+    if sources.gzip_named(path):
+        return gzip.open(sources.open_data(path), mode, **text_options)
+    return io.TextIOWrapper(sources.open_data(path), **text_options) if "t" in mode else sources.open_data(path)
 
 
 def sample_columns(path: str, columns: list[str], rows: int = SAMPLE_ROWS) -> dict[str, ColumnSample]:
@@ -194,7 +200,12 @@ def unwritable_dir(path: str) -> str | None:
 def list_files(path: str) -> list[str]:
     """The data files that `path` (a file, a directory or a glob) names, sorted, as ingest lists them
     (sources.list_data_files, without loading TensorFlow). Raises DataError naming a file of a directory
-    or glob that is not data (sources.data_files_among)."""
+    or glob that is not data (sources.data_files_among), or a bucket that cannot be listed (buckets.BucketError)."""
+    if buckets.is_store_uri(path):
+        try:
+            return sources.list_data_files(path)
+        except buckets.BucketError as error:
+            raise sources.DataError(str(error)) from None
     named = os.path.join(path, "*") if os.path.isdir(path) else path
     found = glob.glob(named) if glob.has_magic(named) else [path]
     return sources.data_files_among(named, sorted(p for p in found if os.path.isfile(p)))

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from dtfx.components.buckets import ENDPOINT_REGION
 from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS
 from dtfx.components.names import TRAIN_STAGE
 from dtfx.components.trainer.kubernetes.manifest import OPERATORS
@@ -248,6 +249,50 @@ def requests_nvidia_gpus(resources: StepResources | None) -> bool:
     return bool(resources and resources.gpu and resources.gpu_type.startswith(NVIDIA_GPU_RESOURCES))
 
 
+class StoreSecret(Section):
+    name: KubernetesName = Field(description="Name of the Kubernetes secret in the namespace of the runs that holds the "
+                                 "store's keys.")
+    access_key_key: str = Field(description="The secret's key that holds the access key id (AWS_ACCESS_KEY_ID), e.g. "
+                                "accesskey.")
+    secret_key_key: str = Field(description="The secret's key that holds the secret access key (AWS_SECRET_ACCESS_KEY), "
+                                "e.g. secretkey.")
+
+    @field_validator("access_key_key", "secret_key_key")
+    @classmethod
+    def _secret_key(cls, key: str) -> str:
+        if not SECRET_KEY.match(key):
+            raise ValueError(f"{key!r} is not a key a secret can hold (letters, digits, '-', '_' and '.')")
+        return key
+
+
+class StoreSection(Section):
+    endpoint: str | None = Field(
+        None,
+        description="URL of the S3 API that s3:// and minio:// URIs are read from and written to by dtfx's own code in "
+        "the steps (data.path in a bucket), e.g. http://minio-service.kubeflow:9000 (SeaweedFS from Kubeflow Pipelines "
+        "2.16: http://seaweedfs.kubeflow:9000); given to every step as AWS_ENDPOINT_URL. Null: AWS S3 itself.",
+    )
+    region: str | None = Field(
+        None,
+        description="The S3 region, given to every step as AWS_REGION. Null: " + ENDPOINT_REGION + " when endpoint is "
+        "set (what MinIO answers to), else the pod's own (AWS sets it).",
+    )
+    secret: StoreSecret | None = Field(
+        None,
+        description="The Kubernetes secret with the store's keys, given to every step as AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY, e.g. {name: mlpipeline-minio-artifact, access_key_key: accesskey, secret_key_key: "
+        "secretkey} for the cluster's MinIO. Null: the pod's identity (IRSA on EKS).",
+    )
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, endpoint: str | None) -> str | None:
+        if endpoint is not None and not re.match(r"^https?://[^/\s]+/?$", endpoint):
+            raise ValueError(f"{endpoint!r} is not the URL of an S3 API: write http:// or https://, the host and the port, "
+                             "e.g. http://minio-service.kubeflow:9000")
+        return endpoint
+
+
 class ServingSection(Section):
     name: str | None = Field(
         None, pattern=INFERENCE_SERVICE_NAME,
@@ -379,6 +424,14 @@ class KubeflowSection(Section):
         f"{RETRY_DEFAULT} for every step; a step's entry takes what it leaves out from {RETRY_DEFAULT}, e.g. "
         f"{{{RETRY_DEFAULT}: {{count: 2}}, train: {{count: 0}}}}. Written as each task's retryPolicy, which Kubeflow "
         "Pipelines 2.5 and later carry out; none by default.",
+    )
+    store: StoreSection | None = Field(
+        None,
+        description="Where the steps' own code finds the S3 API of s3:// and minio:// URIs (data.path in a bucket) and "
+        "the credentials for it: compiled into every step's environment (AWS_ENDPOINT_URL, AWS_REGION, "
+        "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY). Kubeflow's launcher, which moves the artifacts, reads its own "
+        "kfp-launcher ConfigMap instead. gs:// needs none of it (Workload Identity, or a key file through "
+        "kubeflow.secrets). Null: nothing is added.",
     )
     serving: ServingSection | None = Field(
         None,

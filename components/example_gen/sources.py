@@ -13,12 +13,16 @@ this module's format rules (pipeline/file_checks.py) and must stay quick to star
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
+import fnmatch
+import glob
 import gzip
 import io
 import os
 import re
+import tempfile
 from collections.abc import Iterator
 
 import numpy as np
@@ -27,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from dtfx.components import buckets
 from dtfx.components.errors import DataError
 from dtfx.components.example_gen.encode import first_unconvertible
 from dtfx.components.registry.formats import FORMATS, format_of
@@ -70,12 +75,48 @@ class Plan:
 
 
 def list_data_files(pattern: str) -> list[str]:
-    """The data files of `pattern` (a file, a directory or a glob), sorted, by the rule of `data_files_among`."""
+    """The data files of `pattern` (a file, a directory or a glob; a path or a bucket URI), sorted, by the rule of
+    `data_files_among`."""
+    if buckets.is_store_uri(pattern):
+        return [*list_data_objects(pattern)]
     from tfx.dsl.io import fileio  # the same glob as TFX's driver, which fingerprinted these files
 
     if fileio.isdir(pattern):  # `dtfx predict --data DIR`; ingest gets DIR/* from component.split_data_path
         pattern = os.path.join(pattern, "*")
     return data_files_among(pattern, sorted(path for path in fileio.glob(pattern) if not fileio.isdir(path)))
+
+
+def list_data_objects(pattern: str) -> dict[str, buckets.ObjectInfo]:
+    """{URI: ObjectInfo} of the data objects of the bucket URI `pattern`, in one listing (list_data_files' rule)."""
+    named, found = store_files(pattern)
+    return {uri: found[uri] for uri in data_files_among(named, [*found])}
+
+
+def store_files(pattern: str) -> tuple[str, dict[str, buckets.ObjectInfo]]:
+    """(the glob `pattern` stands for, {URI: ObjectInfo} of the objects it matches), sorted, for a bucket URI.
+
+    TensorFlow lists no s3:// (docs/design/buckets.md), so the store is listed here, once, at the glob's fixed
+    prefix: `*` matches within one path segment, as a glob of files does. An object at `pattern` itself is the file
+    it names; else `pattern` is a directory when objects are under `pattern/` (or it ends in `/`), read as DIR/*.
+    Directory markers (keys ending in `/`) match nothing: a console's "create folder" is no data file.
+    """
+    if not glob.has_magic(pattern):
+        if not pattern.endswith("/") and buckets.exists(pattern):
+            return pattern, {pattern: buckets.list(pattern)[buckets.split_uri(pattern)[1]]}
+        pattern = pattern.rstrip("/") + "/*"
+    scheme = pattern[: pattern.index("://") + 3]
+    parts = pattern[len(scheme):].split("/")
+    fixed = next(index for index, part in enumerate(parts) if glob.has_magic(part))
+    if fixed == 0:
+        raise DataError(f"{pattern}: a glob cannot name the bucket; give the bucket's name")
+    prefix = scheme + "/".join(parts[:fixed])
+    wanted = parts[fixed:]
+    matched = {}
+    for key, info in buckets.list(prefix).items():
+        tail = key.split("/")[fixed - 1:]
+        if not key.endswith("/") and len(tail) == len(wanted) and all(map(fnmatch.fnmatchcase, tail, wanted)):
+            matched[buckets.uri_of(prefix, key)] = info
+    return pattern, matched
 
 
 def data_files_among(named: str, files: list[str]) -> list[str]:
@@ -313,7 +354,8 @@ def _csv_batches(path: str, names: list[str], only: list[str] | None = None) -> 
     try:
         # Opened by ingest's gzip rule: given a path, Arrow guesses the compression from a case-sensitive suffix
         # (pyarrow 10.0.1 io.pxi, _detect_compression) and would read X.CSV.GZ's compressed bytes as text.
-        stream = pa.input_stream(path, compression="gzip" if gzip_named(path) else None)
+        source = open_data(path) if buckets.is_store_uri(path) else path
+        stream = pa.input_stream(source, compression="gzip" if gzip_named(path) else None)
         reader = pa_csv.open_csv(stream, read_options=read_options, parse_options=parse_options,
                                  convert_options=convert_options)
         while True:
@@ -398,7 +440,25 @@ def gzip_named(path: str) -> bool:
 
 
 def _open_binary(path: str):
-    return gzip.open(path, "rb") if gzip_named(path) else open(path, "rb")
+    return gzip.open(open_data(path), "rb") if gzip_named(path) else open_data(path)
+
+
+def open_data(path: str) -> io.BufferedIOBase:
+    """The data file at `path`, a local path or a bucket URI (read through dtfx.components.buckets), as stored."""
+    return buckets.open(path) if buckets.is_store_uri(path) else open(path, "rb")
+
+
+@contextlib.contextmanager
+def local_copy(path: str) -> Iterator[str]:
+    """A local path with the file's bytes, for readers that take only a path (TensorFlow's, which has no s3://):
+    `path` itself, or a downloaded copy of a bucket's object, deleted after the block."""
+    if not buckets.is_store_uri(path):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="dtfx-data-") as directory:
+        local = os.path.join(directory, os.path.basename(buckets.split_uri(path)[1]))
+        buckets.download(path, local)
+        yield local
 
 
 # --- Parquet ---------------------------------------------------------------------------------
@@ -417,7 +477,7 @@ def read_parquet_kinds(path: str) -> dict[str, str]:
 
 def _open_parquet(path: str) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(open_data(path) if buckets.is_store_uri(path) else path)
     except FileNotFoundError:
         raise DataError(f"{path}: the file does not exist") from None
     except Exception as error:  # pyarrow raises several types for a file that is not Parquet
@@ -483,7 +543,8 @@ def _what(arrow_type: pa.DataType) -> str:
 
 def _parquet_batches(path: str, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
     try:
-        yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=columns)
+        parquet = pq.ParquetFile(open_data(path) if buckets.is_store_uri(path) else path)
+        yield from parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
     except (OSError, pa.ArrowException) as error:
         raise DataError(f"{path}: cannot read the Parquet file ({error})") from None
 
@@ -520,21 +581,22 @@ def _tfrecord_batches(path: str) -> Iterator[np.ndarray]:
     import tensorflow as tf
 
     try:
-        with open(path, "rb") as handle:
+        with open_data(path) as handle:
             compression = "GZIP" if handle.read(2) == b"\x1f\x8b" else ""
     except OSError as error:
         raise DataError(f"{path}: cannot read the file ({error})") from None
-    batches = tf.data.TFRecordDataset(path, compression_type=compression).batch(BATCH_ROWS).as_numpy_iterator()
-    count = 0
-    while True:
-        try:
-            records = next(batches)
-        except StopIteration:
-            return
-        except tf.errors.OpError as error:
-            raise DataError(f"{path}, after record {count}: not a readable TFRecord file ({error.message})") from None
-        count += len(records)
-        yield records
+    with local_copy(path) as local:
+        batches = tf.data.TFRecordDataset(local, compression_type=compression).batch(BATCH_ROWS).as_numpy_iterator()
+        count = 0
+        while True:
+            try:
+                records = next(batches)
+            except StopIteration:
+                return
+            except tf.errors.OpError as error:
+                raise DataError(f"{path}, after record {count}: not a readable TFRecord file ({error.message})") from None
+            count += len(records)
+            yield records
 
 
 def _column_difference(columns: tuple[str, ...], expected: list[str]) -> str:

@@ -12,6 +12,7 @@ import dataclasses
 import glob
 import os
 
+from dtfx.components import buckets
 from dtfx.components.trainer.distributed import cluster
 from dtfx.pipeline import layout, model_module
 from dtfx.pipeline.config import Config
@@ -75,17 +76,17 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
         module_problem = model_module.image_problem(module)
         if module_problem:
             problem("trainer.model.module", module_problem)
-    data_problem = _pod_path_problem(config.data.path, urls=False)
+    data_problem = _pod_path_problem(config.data.path, urls=buckets.SCHEMES)
     if data_problem:
         problem("data.path", data_problem)
     elif config.beam.runner == "dataflow" and mount_of(config.data.path, kubeflow):
         problem("data.path", f"ingest runs on Dataflow's workers, which cannot mount kubeflow.volumes "
                              f"({mount_of(config.data.path, kubeflow)}): put the data in the pipeline image")
-    predict_problem = _pod_path_problem(config.predict.data, urls=False) if config.predict else None
+    predict_problem = _pod_path_problem(config.predict.data, urls=buckets.SCHEMES) if config.predict else None
     if predict_problem:
         problem("predict.data", predict_problem)
     if config.schema_.path:
-        schema_problem = _pod_path_problem(config.schema_.path, urls=True)
+        schema_problem = _pod_path_problem(config.schema_.path, urls=("gs://",))
         if schema_problem:
             problem("schema.path", schema_problem)
     for shared in shared_paths(config):
@@ -105,7 +106,8 @@ def mount_warnings(config: Config) -> list[str]:
     if os.path.isabs(config.data.path) and not mount_of(config.data.path, kubeflow):
         warnings.append(f"data.path {config.data.path} is on no kubeflow.volumes mount: the image must contain it")
     path = config.data.path
-    if not glob.has_magic(path) and not path.lower().endswith(DATA_SUFFIXES) and not os.path.isdir(path):
+    one_file = not glob.has_magic(path) and not path.lower().endswith(DATA_SUFFIXES) and not os.path.isdir(path)
+    if one_file and not buckets.is_store_uri(path):  # in a bucket, ingest tells an object from a prefix when it runs
         warnings.append(
             f"data.path {config.data.path} is read as one file: for every file of a directory, write "
             f"{config.data.path.rstrip('/')}/* (a directory cannot be told from a file when compiling)"
@@ -153,16 +155,16 @@ def needs_serving_dir(config: Config) -> bool:
     return config.pusher.enabled or compares
 
 
-def _pod_path_problem(path: str, urls: bool) -> str | None:
-    """Why a pod could not read `path`, or None. With `urls`, gs:// URLs are fine (TFX copies them with tf.io.gfile)."""
+def _pod_path_problem(path: str, urls: tuple[str, ...]) -> str | None:
+    """Why a pod could not read `path`, or None. URLs of the schemes `urls` are fine: the data's steps read gs://,
+    s3:// and minio:// through dtfx.components.buckets; a schema is imported by TFX with tf.io.gfile, gs:// only."""
     if path.startswith(PACKAGE_SCHEME):
         return f"{PACKAGE_SCHEME} is resolved on the machine that compiles, not in the pod: give {VOLUME_HINT}"
     if "://" in path:
-        if urls and path.startswith("gs://"):
+        if path.startswith(urls):
             return None
-        accepted = "a gs:// URL or " if urls else ""
-        reader = "tf.io.gfile, which has gs:// only" if urls else "Python's file API in the pod, which reads no URLs"
-        return f"this step reads the path with {reader}: give {accepted}{VOLUME_HINT}"
+        reader = "tf.io.gfile, which has gs:// only" if urls == ("gs://",) else "dtfx's bucket client"
+        return f"this step reads the path with {reader}: give a {', '.join(urls)} URL or {VOLUME_HINT}"
     if not os.path.isabs(path):
         return f"a relative path means nothing in a pod: give {VOLUME_HINT}"
     return None

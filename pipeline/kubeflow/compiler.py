@@ -98,6 +98,7 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
     spec = job["pipelineSpec"]
     notes = _finish(spec, config, pipeline_root, training_job is not None)
     run_form.add_to_spec(spec, form, run_form.config_text(config))
+    _add_store_env(spec, config)
     notes += list(form.notes)
     notes += retries.apply_retries(spec, config.kubeflow)
     unsupported = open_source_problems(spec)
@@ -212,6 +213,15 @@ def _finish(spec: dict, config: Config, pipeline_root: str, training_job: bool) 
         notes.append(f"{RUN_RESULTS_ID} shows the evaluation metrics, the confusion matrix and ROC curve, a report and "
                      "the data summary on the run's page in the Kubeflow UI")
     return notes
+
+
+def _add_store_env(spec: dict, config: Config) -> None:
+    """kubeflow.store's endpoint and region in every step's container, the steps dtfx adds to TFX's included: any may
+    open the store (data_fingerprint and ingest read data.path there)."""
+    env = platform.store_env(config.kubeflow)
+    for executor in spec["deploymentSpec"]["executors"].values() if env else ():
+        if "container" in executor:
+            executor["container"]["env"] = copy.deepcopy(env)
 
 
 def _add_data_fingerprint(spec: dict) -> None:

@@ -12,6 +12,7 @@ import copy
 import dataclasses
 from typing import Any, NamedTuple
 
+from dtfx.components import buckets
 from dtfx.components.names import TRAIN_STAGE
 from dtfx.components.trainer.distributed import cluster
 from dtfx.components.trainer.kubernetes.manifest import JobSettings
@@ -118,6 +119,12 @@ def platform_settings(kubeflow: KubeflowSection) -> list[PlatformSetting]:
         else:
             item, field = {"secretName": secret.name, "mountPath": secret.mount_path}, "secretAsVolume"
         settings.append(PlatformSetting(f"kubeflow.secrets.{index}", field, [item], steps))
+    store_secret = kubeflow.store.secret if kubeflow.store else None
+    if store_secret is not None:
+        keys = [{"secretKey": store_secret.access_key_key, "envVar": buckets.ACCESS_KEY_ENV},
+                {"secretKey": store_secret.secret_key_key, "envVar": buckets.SECRET_KEY_ENV}]
+        settings.append(PlatformSetting("kubeflow.store.secret", "secretAsEnv",
+                                        [{"secretName": store_secret.name, "keyToEnv": keys}], None))
     settings += [PlatformSetting(f"kubeflow.node_selector.{step}", "nodeSelector", {"labels": dict(labels)},
                                  frozenset([step]), placement=True)
                  for step, labels in kubeflow.node_selector.items()]
@@ -125,6 +132,18 @@ def platform_settings(kubeflow: KubeflowSection) -> list[PlatformSetting]:
                                  frozenset([step]), placement=True)
                  for step, items in kubeflow.tolerations.items()]
     return settings
+
+
+def store_env(kubeflow: KubeflowSection) -> list[dict[str, str]]:
+    """The environment variables (PipelineContainerSpec `env`, name and value) that kubeflow.store gives every step: the
+    S3 API's endpoint and region, which boto3 reads (the keys come from the secret, in the platform spec). Kubeflow's
+    drivers copy a container's `env` into the pod from 2.0.0 to 2.17.0 (backend/src/v2/driver/driver.go)."""
+    store = kubeflow.store
+    if store is None:
+        return []
+    region = store.region or (buckets.ENDPOINT_REGION if store.endpoint else None)
+    variables = [(buckets.ENDPOINT_ENV, store.endpoint), (buckets.REGION_ENV, region)]
+    return [{"name": name, "value": value} for name, value in variables if value is not None]
 
 
 def platform_spec(
@@ -248,6 +267,10 @@ def training_job_settings(config: Config) -> JobSettings | None:
     wanted = kubeflow.resources.get(TRAIN_STAGE)
     resources = kubernetes_quantities(wanted) if wanted is not None else {}
     secrets = [secret for secret in kubeflow.secrets if secret.steps is None or TRAIN_STAGE in secret.steps]
+    store_secret = kubeflow.store.secret if kubeflow.store else None
+    store_keys = [] if store_secret is None else [
+        {"env": buckets.ACCESS_KEY_ENV, "secret": store_secret.name, "key": store_secret.access_key_key},
+        {"env": buckets.SECRET_KEY_ENV, "secret": store_secret.name, "key": store_secret.secret_key_key}]
     return JobSettings(
         operator=kubeflow.training_operator,
         image=kubeflow.image or "",
@@ -255,7 +278,7 @@ def training_job_settings(config: Config) -> JobSettings | None:
         volume_mount=mount.mount_path,
         resources=resources,
         secrets_as_env=[{"env": variable, "secret": secret.name, "key": key}
-                        for secret in secrets for variable, key in (secret.env or {}).items()],
+                        for secret in secrets for variable, key in (secret.env or {}).items()] + store_keys,
         secrets_as_files=[{"secret": secret.name, "mount_path": secret.mount_path}
                           for secret in secrets if secret.mount_path is not None],
         node_selector=dict(kubeflow.node_selector.get(TRAIN_STAGE, {})),

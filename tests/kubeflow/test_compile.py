@@ -219,7 +219,7 @@ def test_the_shipped_config_lists_what_a_cluster_needs(capsys):
         ("kubeflow.pipeline_root", "http://minio:9000/mlpipeline", "kubeflow.pipeline_root", "not an object store URL"),
         ("kubeflow.pipeline_root", "/mnt/dtfx/root", "kubeflow.pipeline_root", "its driver refuses a mounted path"),
         ("data.path", "data/penguins.csv", "data.path", "a relative path means nothing in a pod"),
-        ("data.path", "gs://bucket/penguins.csv", "data.path", "Python's file API in the pod, which reads no URLs"),
+        ("data.path", "hdfs://nn/penguins.csv", "data.path", "give a gs://, s3://, minio:// URL or"),
         ("schema.path", "schema.pbtxt", "schema.path", "a relative path means nothing in a pod"),
         ("schema.path", "s3://bucket/schema.pbtxt", "schema.path", "tf.io.gfile, which has gs:// only"),
         ("pusher.serving_dir", "serving", "pusher.serving_dir", "absolute path on a volume mounted in every step"),
