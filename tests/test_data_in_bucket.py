@@ -194,3 +194,15 @@ def test_kubeflow_store_keys_reach_the_training_job_pods():
     settings = platform.training_job_settings(config)
     assert {"env": "AWS_ACCESS_KEY_ID", "secret": "store-keys", "key": "id"} in settings.secrets_as_env
     assert {"env": "AWS_SECRET_ACCESS_KEY", "secret": "store-keys", "key": "key"} in settings.secrets_as_env
+
+
+def test_minio_data_without_kubeflow_store_endpoint_exits_2_saying_what_to_give(tmp_path, capsys):
+    from tests.kubeflow.test_compile import cli, cluster_config, write
+
+    config = write(tmp_path / "config.yaml", cluster_config(data__path="minio://mlpipeline/data/*.csv"))
+    code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "p.yaml"))
+    assert code == 2
+    assert "kubeflow.store.endpoint" in err and "required to read data.path minio://mlpipeline/data/*.csv" in err
+    s3 = write(tmp_path / "s3.yaml", cluster_config(data__path="s3://data/penguins/"))  # AWS and the pod's identity
+    code, _, err = cli(capsys, "compile", str(s3), "-o", str(tmp_path / "p.yaml"))
+    assert code == 0, err

@@ -82,6 +82,12 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
     elif config.beam.runner == "dataflow" and mount_of(config.data.path, kubeflow):
         problem("data.path", f"ingest runs on Dataflow's workers, which cannot mount kubeflow.volumes "
                              f"({mount_of(config.data.path, kubeflow)}): put the data in the pipeline image")
+    store = kubeflow.store
+    for key, path in (("data.path", config.data.path), ("predict.data", config.predict.data if config.predict else "")):
+        if require_cluster and path.startswith("minio://") and (store is None or store.endpoint is None):
+            problem("kubeflow.store.endpoint", f"required to read {key} {path} in the steps: minio:// is an S3 API at an "
+                    "endpoint that Kubeflow's launcher knows from its kfp-launcher ConfigMap, which the steps' code does "
+                    "not see; give it, e.g. http://minio-service.kubeflow:9000, and kubeflow.store.secret")
     predict_problem = _pod_path_problem(config.predict.data, urls=buckets.SCHEMES) if config.predict else None
     if predict_problem:
         problem("predict.data", predict_problem)
