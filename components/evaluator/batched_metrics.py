@@ -36,13 +36,12 @@ from tensorflow_model_analysis.metrics import metric_specs, metric_types
 from dtfx.components.content_digest import directory_digest
 from dtfx.components.evaluator import plots, slicing
 from dtfx.components.evaluator import sums as metric_sums
-from dtfx.components.registry.metrics import METRICS
+from dtfx.components.registry.metrics import CLASS_WEIGHTED_MEAN, METRICS, Metric
 
 # Examples per signature call: up to MAX_BATCH (a call's fixed cost spread thin), fewer where the examples are big
 # (images), so that a batch holds about BATCH_BYTES of serialized examples.
 MAX_BATCH = 4096
 BATCH_BYTES = 4 << 20
-_REGISTERED = {metric.tfma_class: metric for metric in METRICS}
 _MACRO = metric_types.AggregationType(macro_average=True)
 
 
@@ -57,6 +56,12 @@ class _Value:
     aggregation_type: metric_types.AggregationType | None = None
     class_weights: tuple[tuple[int, float], ...] = ()
     example_weighted: bool = False
+
+    @property
+    def per_class_metric(self) -> str:
+        """The TFMA class of the per-class metric this value is made of: its own, or the one a class-weighted mean
+        averages."""
+        return self.config["metric"] if self.class_name == CLASS_WEIGHTED_MEAN else self.class_name
 
     def key(self, model_name: str) -> metric_types.MetricKey:
         return metric_types.MetricKey(name=self.config["name"], model_name=model_name, sub_key=self.sub_key,
@@ -105,7 +110,7 @@ def _unsupported_spec(metrics_spec: tfma.MetricsSpec) -> str:
         return ("metrics specs with options (binarization or aggregation other than class ids or a macro average, "
                 "output names, both weighted and unweighted examples)")
     for metric in metrics_spec.metrics:
-        entry = _REGISTERED.get(metric.class_name)
+        entry = _registered(metric)
         if entry is None or metric.module != entry.module or json.loads(metric.config or "{}") != _expected_config(metric):
             return f"metric {metric.class_name} {metric.config or '(no name)'}"
         if entry.per_class != bool(class_ids or macro):
@@ -113,15 +118,26 @@ def _unsupported_spec(metrics_spec: tfma.MetricsSpec) -> str:
     return ""
 
 
+def _registered(metric: tfma.MetricConfig) -> Metric | None:
+    """The registry's metric the builder made `metric` from: named in its config, of its class; None for another."""
+    name = json.loads(metric.config or "{}").get("name")
+    entry = METRICS.get(name) if isinstance(name, str) and name in METRICS else None
+    return entry if entry is not None and entry.tfma_class == metric.class_name else None
+
+
 def _expected_config(metric: tfma.MetricConfig) -> dict:
-    """The config the builder gives `metric` (registry.metrics), with the name and decision threshold it has."""
+    """The config the builder gives `metric` (registry.metrics), with the name and decision threshold it has, and the
+    class ids the evaluate step gives a class-weighted mean (evaluator.classes)."""
     config = json.loads(metric.config or "{}")
-    entry = _REGISTERED[metric.class_name]
+    entry = _registered(metric)
     expected = {"name": config.get("name"), **dict(entry.options)}
     threshold = config.get("thresholds")
     if entry.at_decision_threshold and isinstance(threshold, list) and len(threshold) == 1:
         expected["thresholds"] = threshold
-    return expected if isinstance(expected["name"], str) else {}
+    class_ids = config.get("class_ids")
+    if entry.averages and isinstance(class_ids, list) and class_ids and all(isinstance(i, int) for i in class_ids):
+        expected["class_ids"] = class_ids
+    return expected
 
 
 @dataclass
@@ -192,6 +208,9 @@ def _values(eval_config: tfma.EvalConfig) -> dict[str, list[_Value]]:
             elif metrics_spec.aggregate.macro_average:
                 weights = tuple(sorted(metrics_spec.aggregate.class_weights.items()))
                 values = [_Value(metric.class_name, config, None, _MACRO, weights, weighted)]
+            elif metric.class_name == CLASS_WEIGHTED_MEAN:  # weighted by the slice's examples of each class
+                class_ids = tuple((class_id, 1.0) for class_id in config["class_ids"])
+                values = [_Value(metric.class_name, config, class_weights=class_ids, example_weighted=weighted)]
             else:
                 values = [_Value(metric.class_name, config, example_weighted=weighted)]
             for model_name in metrics_spec.model_names or list(found):
@@ -210,12 +229,19 @@ def _example_weighted(eval_config: tfma.EvalConfig, metrics_spec: tfma.MetricsSp
 
 
 def _value_of(value: _Value, sums: metric_sums.Sums) -> float:
-    """The value from the sums: a metric of the whole label, or TFMA's weighted mean over classes
-    (aggregation.macro_average: sum of weight * value over the sum of the weights)."""
+    """The value from the sums: a metric of the whole label, of one class, TFMA's weighted mean over classes
+    (aggregation.macro_average: sum of weight * value over the sum of the weights), or the mean over the classes
+    weighted by their examples (sums.class_weighted_mean)."""
     if not value.class_weights:
         return metric_sums.PLAIN_VALUES[value.class_name](sums)
+    per_class = metric_sums.CLASS_VALUES[value.per_class_metric]
+    if value.class_name == CLASS_WEIGHTED_MEAN:
+        metric = _tfma_metric(value.per_class_metric, json.dumps({"name": value.config["name"],
+                                                                  **_decision_thresholds(value)}, sort_keys=True))
+        classes = [sums.classes[class_id] for class_id, _ in value.class_weights]
+        return metric_sums.class_weighted_mean({i: per_class(of, metric) for i, of in enumerate(classes)},
+                                               {i: of.positives for i, of in enumerate(classes)})
     metric = _tfma_metric(value.class_name, json.dumps(value.config, sort_keys=True))
-    per_class = metric_sums.CLASS_VALUES[value.class_name]
     if value.aggregation_type is None:
         [(class_id, _)] = value.class_weights
         return per_class(sums.classes[class_id], metric)
@@ -236,12 +262,16 @@ def _wants(values: list[_Value]) -> dict[bool, metric_sums.Wants]:
             for weighted in {value.example_weighted for value in values}}
 
 
+def _decision_thresholds(value: _Value) -> dict:
+    """The decision thresholds of a value's metric, as its TFMA metric takes them; empty for a metric without."""
+    return {"thresholds": value.config["thresholds"]} if METRICS.get(value.config["name"]).at_decision_threshold else {}
+
+
 def _wants_of(values: list[_Value]) -> metric_sums.Wants:
     """What the sums must hold for these values."""
-    class_names = {value.class_name for value in values}
+    class_names = {value.per_class_metric for value in values} | {value.class_name for value in values}
     class_ids = {class_id for value in values for class_id, _ in value.class_weights}
-    thresholds = {threshold for value in values for threshold in value.config.get("thresholds", [])
-                  if _REGISTERED[value.class_name].at_decision_threshold}
+    thresholds = {threshold for value in values for threshold in _decision_thresholds(value).get("thresholds", [])}
     return metric_sums.Wants(
         class_scores=bool(class_names & metric_sums.NEEDS_CLASS_SCORES),
         errors=bool(class_names & metric_sums.NEEDS_ERRORS),

@@ -79,6 +79,9 @@ class Executor(ComputesWithoutBeamInOneThread, evaluator_executor.Executor):
             super().Do(input_dict, output_dict, exec_properties)
         else:
             self._evaluate_in_process(input_dict, output_dict, exec_properties, eval_config)
+        if input_dict.get(standard_component_specs.MODEL_KEY):  # names the per-class values for summary and report
+            classes.write_class_names(artifact_utils.get_single_uri(output_dict[constants.EVALUATION_KEY]),
+                                      _serving_path(artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])))
         if at_interval:
             _check_intervals(output_dict, eval_config, at_interval)
 

@@ -19,7 +19,7 @@ import numpy as np
 import tf_keras
 from tensorflow_model_analysis.metrics import binary_confusion_matrices, calibration_histogram, metric_types
 
-from dtfx.components.registry.metrics import MISSING_CLASS
+from dtfx.components.registry.metrics import CLASS_WEIGHTED_MEAN, MISSING_CLASS
 
 # TFMA's AUC buckets each score in [0, 1] into one of BUCKETS (calibration_histogram.DEFAULT_NUM_BUCKETS), with one
 # bucket below and one above, and reads its curve at as many thresholds (binary_confusion_matrices).
@@ -301,6 +301,18 @@ CLASS_VALUES: dict[str, Callable[[ClassSums, metric_types.Metric], float]] = {
     "F1Score": _at_threshold,
     "Calibration": _calibration,
 }
-NEEDS_CLASS_SCORES = {"SparseCategoricalAccuracy", "SparseCategoricalCrossentropy", *CLASS_VALUES}
+
+
+def class_weighted_mean(values: dict[int, float], weights: dict[int, float]) -> float:
+    """The mean of the classes' values weighted by their examples (registry.metrics' `<metric>_weighted`), over the
+    classes of a positive weight: a class absent from the slice is left out, where TFMA's weighted_macro_average
+    (metrics/aggregation.py) adds its 0 weight times its value, NaN for a recall. NaN when no class has an example.
+    Both paths compute it here: batched_metrics, and tfma_metrics.DtfxClassWeightedMean on TFMA's per-class values."""
+    present = [class_id for class_id, weight in weights.items() if weight > 0]
+    total = sum(weights[class_id] for class_id in present)
+    return sum(weights[class_id] * values[class_id] for class_id in present) / total if total else float("nan")
+
+
+NEEDS_CLASS_SCORES = {"SparseCategoricalAccuracy", "SparseCategoricalCrossentropy", CLASS_WEIGHTED_MEAN, *CLASS_VALUES}
 NEEDS_ERRORS = set(REGRESSION_VALUES)
 NEEDS_HISTOGRAM = {"AUC", "AUCPrecisionRecall"}

@@ -1,4 +1,5 @@
-"""dtfx's own TFMA metrics: the regression metrics, which TFMA 0.47 gets wrong or lacks.
+"""dtfx's own TFMA metrics: the regression metrics, which TFMA 0.47 gets wrong or lacks, and the class-weighted mean
+of a per-class metric.
 
 - TFMA's MeanSquaredError, MeanAbsoluteError and MeanAbsolutePercentageError count one accumulator twice whenever Beam
   merges several (every runner but a single-threaded DirectRunner): `_MeanRegressionErrorCombiner.merge_accumulators`
@@ -11,21 +12,28 @@
   cannot be merged by TFMA's tf_metric_wrapper: its weights have two shapes (sums of shape (1,) and a scalar count),
   which `tf_metric_accumulators.TFCompilableMetricsAccumulator.add_weights` adds as one numpy array ("inhomogeneous
   shape").
-Every metric here reads one accumulator of `sums.RegressionSums`, computed once per model and slice (TFMA keeps one of
+- TFMA 0.47.1's weighted macro average (AggregationOptions.weighted_macro_average) cannot be gated: aggregation.
+  weighted_macro_average keys its value with AggregationType(macro_average=True), while metric_specs.
+  metric_thresholds_from_metrics_specs keys its thresholds with the spec's AggregationType(weighted_macro_average=True)
+  (metric_specs._aggregation_type), so TFMA's validator finds no value for the threshold ("Metric not found"); and it
+  is NaN on a slice where a class has no example (its weight 0 times its recall, NaN). DtfxClassWeightedMean is the
+  same mean, keyed as a metric of its own name, over the classes present (sums.class_weighted_mean).
+Every regression metric here reads one accumulator of `sums.RegressionSums`, computed once per model and slice (TFMA keeps one of
 identical computations), with the value functions of the in-process path. TFMA imports this module wherever its
 pipeline runs (the EvalConfig names it): the pipeline image holds dtfx.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 
 import apache_beam as beam
 import numpy as np
-from tensorflow_model_analysis.metrics import metric_types, metric_util
+from tensorflow_model_analysis.metrics import aggregation, metric_types, metric_util
 from tensorflow_model_analysis.proto import metrics_for_slice_pb2
 
-from dtfx.components.evaluator.sums import REGRESSION_VALUES, RegressionSums
+from dtfx.components.evaluator.sums import REGRESSION_VALUES, RegressionSums, class_weighted_mean
 
 _SUMS = "_dtfx_regression_sums"  # private (a leading _): TFMA leaves it out of its results
 
@@ -74,6 +82,50 @@ def _computations_of(value: Callable[[RegressionSums], float]) -> Callable[..., 
         ]
 
     return computations
+
+
+class DtfxClassWeightedMean(metric_types.Metric):
+    """The mean of TFMA's per-class `metric` (a class name of tfma.metrics: Recall, AUC, ...) over `class_ids`, each
+    class weighted by its examples in the slice, as TFMA's weighted macro average weighs them (aggregation.
+    _class_weights_from_labels), leaving out the classes without examples (sums.class_weighted_mean). `class_ids` are
+    the model's classes, which the evaluate step adds (evaluator.classes); `thresholds`, of a metric at a decision
+    threshold, go to `metric`."""
+
+    def __init__(self, name: str, metric: str, class_ids: list[int] | None = None, thresholds: list[float] | None = None):
+        super().__init__(metric_util.merge_per_key_computations(_class_weighted_mean), name=name, metric=metric,
+                         class_ids=list(class_ids or []), thresholds=thresholds)
+
+
+def per_class_metric(metric: str, name: str, thresholds: list[float] | None) -> metric_types.Metric:
+    """TFMA's metric `metric` named `name`, at the decision `thresholds` when it takes them."""
+    from tensorflow_model_analysis.metrics import metric_specs
+
+    config = {"name": name, **({"thresholds": thresholds} if thresholds else {})}
+    return metric_specs.metric_instance(metric_specs.config_pb2.MetricConfig(class_name=metric, config=json.dumps(config)))
+
+
+def _class_weighted_mean(name: str, metric: str, class_ids: list[int], thresholds: list[float] | None = None,
+                         eval_config=None, model_name: str = "", output_name: str = "", sub_key=None,
+                         example_weighted: bool = False) -> metric_types.MetricComputations:
+    if not class_ids:
+        raise ValueError(f"{name}: no class ids to average; the evaluate step adds the model's (evaluator.classes)")
+    where = {"model_name": model_name, "output_name": output_name, "example_weighted": example_weighted}
+    private = "_" + name  # TFMA leaves a private name out of its results
+    sub_keys = [metric_types.SubKey(class_id=class_id) for class_id in class_ids]
+    computations = per_class_metric(metric, private, thresholds).computations(
+        eval_config=eval_config, model_names=[model_name], output_names=[output_name], sub_keys=sub_keys,
+        example_weighted=example_weighted)
+    counts = aggregation._class_weights_from_labels(class_ids=list(class_ids), eval_config=eval_config, **where)
+    [counts_key] = counts[0].keys
+    key = metric_types.MetricKey(name=name, sub_key=sub_key, **where)
+    children = {class_id: metric_types.MetricKey(name=private, sub_key=child, **where)
+                for class_id, child in zip(class_ids, sub_keys, strict=True)}
+
+    def result(metrics: dict) -> dict:
+        values = {class_id: float(metrics[child]) for class_id, child in children.items()}
+        return {key: class_weighted_mean(values, metrics[counts_key])}
+
+    return [*computations, *counts, metric_types.DerivedMetricComputation(keys=[key], result=result)]
 
 
 class _PerExampleCombiner(beam.CombineFn):

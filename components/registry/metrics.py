@@ -8,8 +8,15 @@ task is the one the evaluation always computes, thresholds or not.
 A `per_class` metric scores one class against the others (one-vs-rest): for a label of two
 classes, the positive class, which is the label vocabulary's second entry (Transform orders the
 classes by decreasing frequency in the training split, so it is the rarer one); for more classes,
-the plain mean over the classes (macro average). The evaluate step learns which from the model's
-number of classes (dtfx.components.evaluator.classes).
+the plain mean over the classes (macro average), and each class's own value, reported (`per_class_name`) but never
+gated. The evaluate step learns which from the model's number of classes (dtfx.components.evaluator.classes).
+
+A `<metric>_weighted` metric (`averages`) is the mean of a per-class metric over every class of the label, each class
+weighted by its (example-weighted) number of examples in the slice: a class with no example in a slice has no weight
+there, where the macro average counts its undefined or meaningless value. For a label of two classes it is the same
+mean over both classes (scikit-learn's average="weighted"). dtfx computes it (evaluator.tfma_metrics.
+DtfxClassWeightedMean): TFMA 0.47.1's own weighted macro average cannot be gated (it keys its value as a macro average,
+its thresholds as a weighted one) and is NaN wherever a class is absent (0 weight times a NaN value).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ class Metric:
     target: float | None = None  # the best value, for a metric without a better direction
     module: str = ""  # where dtfx's own TFMA metric class is, for one TFMA lacks or gets wrong
     unweighted: bool = False  # every example counts 1, whatever data.weight (TFMA would weigh it like the others)
+    averages: str = ""  # the per-class metric this one is the class-weighted mean of (see the module's docstring)
 
     @property
     def better(self) -> str:
@@ -73,6 +81,23 @@ METRICS.register(Metric("calibration", "Calibration", ("classification",), None,
                         per_class=True, target=1.0))
 # dtfx's own TFMA metrics (evaluator.tfma_metrics says what is wrong with TFMA's and Keras' for these).
 _OWN = "dtfx.components.evaluator.tfma_metrics"
+CLASS_WEIGHTED_MEAN = "DtfxClassWeightedMean"
+WEIGHTED_SUFFIX = "_weighted"
+
+
+def _class_weighted(name: str) -> Metric:
+    """`<name>_weighted`: the mean of per-class metric `name` over the classes, weighted by their examples."""
+    of = METRICS.get(name)
+    return Metric(name + WEIGHTED_SUFFIX, CLASS_WEIGHTED_MEAN, of.tasks, of.higher_is_better, of.low, of.high,
+                  f"{of.name} of each class, averaged weighted by the class's examples (a class absent from a slice "
+                  "does not count there)", at_decision_threshold=of.at_decision_threshold,
+                  options=(("metric", of.tfma_class), *of.options), target=of.target, module=_OWN, averages=of.name)
+
+
+# Not calibration: weighted by the classes' examples, the mean of the calibrations is the mean score over the mean
+# label, about 1 for any model whose scores sum to 1.
+for _name in ("auc", "auc_pr", "precision", "recall", "f1"):
+    METRICS.register(_class_weighted(_name))
 METRICS.register(Metric("mean_squared_error", "DtfxMeanSquaredError", ("regression",), False, 0, math.inf,
                         "mean of the squared errors", module=_OWN))
 METRICS.register(Metric("mean_absolute_error", "DtfxMeanAbsoluteError", ("regression",), False, 0, math.inf,
@@ -90,6 +115,17 @@ METRICS.register(Metric("example_count", "ExampleCount", TASKS, True, 0, math.in
                         unweighted=True))
 METRICS.register(Metric("weighted_example_count", "WeightedExampleCount", TASKS, True, 0, math.inf,
                         "sum of the eval examples' weights (data.weight); without weights, example_count"))
+
+
+def per_class_name(metric: str, class_name: str) -> str:
+    """How summary.json, the report and the console name one class's value of a per-class metric: `recall[Gentoo]`."""
+    return f"{metric}[{class_name}]"
+
+
+def class_value_of(name: str) -> str | None:
+    """The per-class metric whose one class's value `name` is (`per_class_name`), or None for any other name."""
+    metric, bracket, rest = name.partition("[")
+    return metric if bracket and rest.endswith("]") and metric in METRICS and METRICS.get(metric).per_class else None
 
 
 def metrics_for(task: str) -> tuple[str, ...]:

@@ -67,10 +67,12 @@ def config_for(task: str, label: str, weight: str | None, **evaluator) -> tfma.E
 
 
 def keyed_values(uri: str) -> dict[tuple[str, bool], float]:
-    """(metric, example weighted) -> value, of the whole eval split."""
+    """(value name, example weighted) -> value, of the whole eval split; a class's own value of a multi-class metric
+    named apart (`recall[2]`, classes.value_names)."""
     [overall] = tfma.load_metrics(uri)
-    return {(item.key.name, item.key.example_weighted.value): item.value.double_value.value
-            for item in overall.metric_keys_and_values}
+    items = list(overall.metric_keys_and_values)
+    return {(name, item.key.example_weighted.value): item.value.double_value.value
+            for name, item in zip(classes.value_names([item.key for item in items], []), items, strict=True)}
 
 
 def evaluated(tmp_path, rows, module, config, beam_args) -> dict[tuple[str, bool], float]:
