@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.table import Table
 
 from dtfx.components.names import DATA_PROFILE_WARNINGS
+from dtfx.components.registry.metrics import class_value_of
 from dtfx.pipeline.layout import SUMMARY_FILE
 from dtfx.pipeline.run_summary import Evaluation, RunSummary
 
@@ -129,6 +130,8 @@ def _metrics_table(evaluator: Evaluation, thresholds: dict[str, Any]) -> Table:
             for key, label in (("lower_bound", "≥"), ("upper_bound", "≤"), ("max_regression", "max regression"))
             if bounds.get(key) is not None
         ] + (["at the interval"] if bounds.get("at") == "interval" else [])
+        if class_value_of(name) is not None:
+            parts = ["one class: not gated"]
         table.add_row(name, f"{value:.4g}{interval_text(evaluator.intervals.get(name))}", ", ".join(parts))
     return table
 

@@ -103,18 +103,20 @@ def _trainer(outputs) -> TrainStats | None:
 def _evaluator(outputs) -> Evaluation:
     import tensorflow_model_analysis as tfma  # heavy; only once there is an evaluation
 
-    from dtfx.components.evaluator import slicing
+    from dtfx.components.evaluator import classes, slicing
 
     evaluation, blessing = outputs.get(EVALUATION_OUTPUT), outputs.get(BLESSING_OUTPUT)
     metrics, intervals, slices = {}, {}, []
+    class_names = classes.read_class_names(evaluation.uri) if evaluation else []
     for per_slice in tfma.load_metrics(evaluation.uri) if evaluation else []:
         values, bounds = {}, {}
-        for item in per_slice.metric_keys_and_values:
+        items = list(per_slice.metric_keys_and_values)
+        for name, item in zip(classes.value_names([item.key for item in items], class_names), items, strict=True):
             # With a baseline, TFMA also writes the baseline's value and the difference under the same name.
             if item.key.model_name in ("", "candidate") and not item.key.is_diff and item.value.HasField("double_value"):
-                values[item.key.name] = round(item.value.double_value.value, 6)
+                values[name] = round(item.value.double_value.value, 6)
                 if item.HasField("confidence_interval"):
-                    bounds[item.key.name] = _interval(item.confidence_interval)
+                    bounds[name] = _interval(item.confidence_interval)
         key = slicing.key_of(per_slice.slice_key)
         if key:
             slices.append(SliceMetrics([column for column, _ in key], [value for _, value in key], values, bounds))

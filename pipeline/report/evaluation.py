@@ -81,13 +81,18 @@ def read_evaluation(uri: str) -> tuple[list[SliceMetrics], bool | None]:
 
         per_slice = list(tfma.load_metrics(uri))
         validation = tfma.load_validation_result(uri) if _has_validations(uri) else None
+        from dtfx.components.evaluator import classes
+
+        class_names = classes.read_class_names(uri)
     slices: dict[str, SliceMetrics] = {}
     for metrics in per_slice:
         entry = slices.setdefault(slice_name(metrics.slice_key), SliceMetrics(slice_name(metrics.slice_key)))
-        for item in metrics.metric_keys_and_values:
+        items = list(metrics.metric_keys_and_values)
+        for name, item in zip(classes.value_names([item.key for item in items], class_names), items, strict=True):
             if not item.value.HasField("double_value"):
                 continue  # confusion matrices and other structured values: not one number
-            row = entry.metrics.setdefault(item.key.name, MetricRow(item.key.name))
+            # A class's own value of a multi-class metric is named apart: `recall[Gentoo]` (classes.value_names).
+            row = entry.metrics.setdefault(name, MetricRow(name))
             value = item.value.double_value.value
             # With a baseline, TFMA writes the candidate's, the baseline's and the difference under one name.
             if item.key.is_diff:

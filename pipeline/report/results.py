@@ -16,7 +16,7 @@ from dtfx.components.names import (
     TRAIN_STAGE,
     TRAIN_STATS_FILE,
 )
-from dtfx.components.registry.metrics import METRICS
+from dtfx.components.registry.metrics import METRICS, class_value_of
 from dtfx.pipeline.report import artifacts, evaluation, svg
 from dtfx.pipeline.report.markup import badge, esc, facts, not_run, section, table
 from dtfx.pipeline.report.sections import stage_output, why_missing
@@ -112,7 +112,11 @@ def _value_text(row: evaluation.MetricRow) -> str:
 
 
 def _metric_name(name: str) -> str:
-    """The metric's name, with which way is better where dtfx knows the metric."""
+    """The metric's name, with which way is better where dtfx knows the metric; a class's own value of a multi-class
+    metric (`recall[Gentoo]`) is said not to be gated."""
+    of = class_value_of(name)
+    if of is not None:
+        return f'{esc(name)} <span class="small muted">{METRICS.get(of).better}; one class, not gated</span>'
     if name not in METRICS:
         return esc(name)
     better = METRICS.get(name).better
