@@ -107,10 +107,19 @@ def thresholds_met(evaluation_uri: str) -> list[str]:
                 continue
             # dtfx names each metric in its config (pipeline/builder.py); TFMA's own default name is the class's.
             name = json.loads(metric.config or "{}").get("name") or metric.class_name
-            value = next((v for label, v in values.items() if label == name or label.startswith(name + " (")), None)
+            value = gated_value(values, name)
             shown = f" {value:.4g}" if value is not None else ""
             met.append(f"{name}{shown} meets {_bounds(metric.threshold)}")
     return met
+
+
+def gated_value(values: dict[str, float], name: str) -> float | None:
+    """The value a threshold on metric `name` gates, among `values` (by metric_label): the metric itself, else its
+    average over the classes, else its one class's (a binary label's positive class). A multi-class label's per-class
+    values (`recall (class 0)`) are reported beside its average and are not what the threshold gates."""
+    labels = [label for label in values if label == name or label.startswith(name + " (")]
+    chosen = min(labels, key=lambda label: (label != name, " (class " in label, label), default=None)
+    return values[chosen] if chosen is not None else None
 
 
 def curves(uri: str) -> Curves | None:

@@ -135,3 +135,11 @@ def test_the_markdown_lists_the_anomalies_and_the_data_per_split():
     assert "## Model: blessed\n\n- accuracy 0.9 meets lower_bound 0.8" in text
     assert "- train: sex: Unexpected string values" in text
     assert "### train: 279 examples, 1 features" in text and "| island | string | 0.0% | 3 distinct |" in text
+
+
+def test_a_threshold_shows_the_value_it_gates_not_one_classs():
+    three_classes = {"recall (class 0)": 1.0, "recall (class 1)": 0.5, "recall (macro)": 0.75, "accuracy": 0.9}
+    assert evaluation.gated_value(three_classes, "recall") == 0.75
+    assert evaluation.gated_value(three_classes, "accuracy") == 0.9
+    assert evaluation.gated_value({"recall (class 1)": 0.5}, "recall") == 0.5  # a binary label's positive class
+    assert evaluation.gated_value(three_classes, "auc") is None
