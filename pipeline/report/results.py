@@ -141,7 +141,8 @@ def _slices_from_summary(summary: RunSummary) -> list[evaluation.SliceMetrics]:
 
 
 def evaluation_section(summary: RunSummary) -> str:
-    """Blessing, then per slice every metric with its threshold and whether it passed."""
+    """Blessing, then every metric of the whole split with its threshold and whether it passed (and of each slice TFMA
+    wrote, when summary.json has no slices for the slices' section)."""
     title = "Evaluation"
     uri, reason = stage_output(summary, EVALUATE_STAGE, EVALUATION_OUTPUT)
     if reason:
@@ -160,18 +161,24 @@ def evaluation_section(summary: RunSummary) -> str:
     if bounds is None:
         body += '<p class="muted">Thresholds unknown: summary.json has no config and the evaluation no eval_config.json.</p>'
     bounds = bounds or {}
+    if evaluator is not None and evaluator.slices:  # each slice's metrics are in their own section's tables
+        slices = [slice_metrics for slice_metrics in slices if slice_metrics.name == evaluation.OVERALL]
+        body += '<p class="small">Each slice\'s metrics: <a href="#slices">Evaluation slices</a>.</p>'
     with_baseline = any(row.baseline is not None for s in slices for row in s.metrics.values())
     headers = ["metric", "value", *(["last pushed", "change"] if with_baseline else []), "threshold", "result"]
     for slice_metrics in slices:
-        for name in bounds:  # a threshold on a metric TFMA did not compute still shows
-            if slice_metrics.name == evaluation.OVERALL:
+        overall = slice_metrics.name == evaluation.OVERALL
+        # A slice is gated only by the thresholds with per_slice.
+        gating = bounds if overall else {name: b for name, b in bounds.items() if b.get("per_slice")}
+        for name in gating:  # a threshold on a metric TFMA did not compute still shows
+            if overall:
                 slice_metrics.metrics.setdefault(name, evaluation.MetricRow(name))
         rows = []
         for name, row in sorted(slice_metrics.metrics.items()):
             cells = [_metric_name(name), esc(_value_text(row))]
             if with_baseline:
                 cells += [esc(fmt(row.baseline)), esc(fmt(row.change))]
-            cells += [esc(_threshold_text(bounds.get(name))), _result(row, bounds.get(name), validation_ok is not None)]
+            cells += [esc(_threshold_text(gating.get(name))), _result(row, gating.get(name), validation_ok is not None)]
             rows.append(cells)
         body += f"<h3>Slice: {esc(slice_metrics.name)}</h3>" + table(headers, rows, "compact")
     failed = evaluator.failed_thresholds if evaluator else []

@@ -151,6 +151,29 @@ def test_evaluation_rows_show_values_thresholds_and_failures(tmp_path, monkeypat
     assert "below 0.8" in html and "accuracy (value) = 0.7: x" in html
 
 
+def test_a_slice_shows_only_the_thresholds_that_gate_it(tmp_path, monkeypatch):
+    (tmp_path / "evaluation").mkdir()
+    config = {**CONFIG, "evaluator": {"thresholds": {"accuracy": {"lower_bound": 0.8},
+                                                     "recall": {"lower_bound": 0.5, "per_slice": True}}}}
+    dream = {"accuracy": evaluation.MetricRow("accuracy", 0.6), "recall": evaluation.MetricRow("recall", 0.7)}
+    overall = {"accuracy": evaluation.MetricRow("accuracy", 0.9), "recall": evaluation.MetricRow("recall", 0.8)}
+    slices = [evaluation.SliceMetrics("Overall", overall), evaluation.SliceMetrics("island = Dream", dream)]
+    monkeypatch.setattr(evaluation, "read_evaluation", lambda uri: (slices, True))
+    stages = [stage_entry("evaluate", "ran", {"evaluation": str(tmp_path / "evaluation")})]
+    summary = {"stages": stages, "status": "succeeded", "config": config,
+               "evaluator": {"metrics": {"accuracy": 0.9, "recall": 0.8}, "blessed": True, "failed_thresholds": []}}
+    [section] = re.findall(r'<section id="evaluation".*?</section>', render(synthetic.write_summary(tmp_path / "run", summary)),
+                           re.S)
+    dream_table = section.split("Slice: island = Dream")[1]
+    # Dream's accuracy, 0.6, is below 0.8, but accuracy gates the whole split only: no bound, no verdict on the slice.
+    assert re.search(r"accuracy.*?</td><td>0.6</td><td></td><td></td>", dream_table)
+    assert re.search(r"recall.*?</td><td>0.7</td><td>≥ 0.5</td><td><span[^>]*>passed", dream_table)
+    # With slices in summary.json, the slices have a section of their own and this one shows the whole split's.
+    summary["evaluator"]["slices"] = [{"columns": ["island"], "values": ["Dream"], "metrics": {"accuracy": 0.6}}]
+    html = render(synthetic.write_summary(tmp_path / "run2", summary))
+    assert "Slice: Overall" in html and "Slice: island = Dream" not in html and 'href="#slices"' in html
+
+
 def test_evaluation_falls_back_to_the_summary_when_tfma_cannot_read(tmp_path, monkeypatch):
     def unreadable(uri):
         raise OSError("bad file")
