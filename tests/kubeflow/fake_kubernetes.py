@@ -16,6 +16,15 @@ Where the cluster's DNS would resolve a pod's name, here each pod listens on its
 127.0.0.1, and the names in TF_CONFIG or in the TrainJob's address list are swapped for those.
 Every process dies with the test (PR_SET_PDEATHSIG) and is stopped by process group when its job is
 deleted or the fake stops.
+
+Creating and deleting a job follow the API server and its garbage collector (kubernetes
+staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go `create`, `Delete`; apimachinery
+pkg/api/errors/errors.go `NewAlreadyExists`; pkg/controller/garbagecollector/garbagecollector.go
+`processDeletingDependentsItem`): a POST of a name that exists is answered 409 with a Status of reason
+AlreadyExists, prefixed "object is being deleted: " while it is; a DELETE with propagationPolicy Background removes
+the job and stops its pods at once; with Foreground the job stays, with metadata.deletionTimestamp and the finalizer
+foregroundDeletion, until its pods have stopped (after `grace_seconds`, standing in for their termination grace
+period), and a finalizer in `finalizers` (another controller's, which it never removes) keeps it there for good.
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ class Pod:
     process: subprocess.Popen
     log: Path
     env: dict
+    deleted: bool = False  # stopped with its job: gone from the API's pod list; kept here for the tests to read
 
     def phase(self) -> str:
         code = self.process.poll()
@@ -78,6 +88,9 @@ class FakeKubernetes:
         self.jobs: dict[str, dict] = {}
         self.created: list[dict] = []
         self.deleted: list[str] = []
+        self.calls: list[tuple[str, str, str | int]] = []  # (POST, job, status code) and (DELETE, job, propagation)
+        self.grace_seconds = 1.0
+        self.finalizers: list[str] = []
         self.pods: dict[str, Pod] = {}
         self.kill_when: tuple[str, str] | None = None  # (pod name suffix, text in its log): SIGKILL it then
         self.killed: list[str] = []
@@ -173,13 +186,44 @@ class FakeKubernetes:
                           {**env, "JOB_COMPLETION_INDEX": str(index)}, dns))
         return specs
 
-    def delete(self, name: str) -> bool:
-        if self.jobs.pop(name, None) is None:
+    def leave_job(self, plural: str, body: dict) -> None:
+        """A job of `body`'s name as an earlier attempt of a step leaves it when its pod is killed: created, its pods
+        running, nobody to delete it."""
+        with self._lock:
+            self.create(plural, body)
+
+    def delete(self, name: str, propagation: str) -> bool:
+        job = self.jobs.get(name)
+        if job is None:
             return False
         self.deleted.append(name)
+        metadata = job["metadata"]
+        if "deletionTimestamp" in metadata:  # a second DELETE changes nothing of a deletion under way
+            return True
+        foreground = ["foregroundDeletion"] if propagation == "Foreground" else []
+        if not foreground and not self.finalizers:
+            del self.jobs[name]
+            self._stop_pods(name)
+            return True
+        metadata["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        metadata["finalizers"] = [*self.finalizers, *foreground]
+        threading.Thread(target=self._collect, args=(name, job), daemon=True).start()
+        return True
+
+    def _collect(self, name: str, job: dict) -> None:
+        """The garbage collector's part: the job's pods end, then foregroundDeletion goes; with no finalizer left, so
+        does the job."""
+        time.sleep(self.grace_seconds)
+        self._stop_pods(name)
+        with self._lock:
+            finalizers = job["metadata"]["finalizers"] = [f for f in job["metadata"]["finalizers"] if f != "foregroundDeletion"]
+            if not finalizers and self.jobs.get(name) is job:
+                del self.jobs[name]
+
+    def _stop_pods(self, name: str) -> None:
         for pod_name in [pod for pod in self.pods if pod.startswith(name)]:
             _stop(self.pods[pod_name])
-        return True
+            self.pods[pod_name].deleted = True
 
     def _killer(self) -> None:
         while True:
@@ -294,8 +338,17 @@ def _handler(fake: FakeKubernetes):
             self.end_headers()
             self.wfile.write(data)
 
-        def _status(self, code: int, message: str) -> None:
-            self._reply(code, {"kind": "Status", "status": "Failure", "message": message, "code": code})
+        def _status(self, code: int, message: str, reason: str | None = None, details: dict | None = None) -> None:
+            status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+                      "code": code}
+            self._reply(code, {**status, **({"reason": reason, "details": details} if reason else {})})
+
+        def _already_exists(self, plural: str, group: str, name: str) -> None:
+            """NewAlreadyExists of the job's GroupResource, as store.go `create` answers (deleting: says so)."""
+            message = f'{plural}.{group} "{name}" already exists'
+            if "deletionTimestamp" in fake.jobs[name]["metadata"]:
+                message = "object is being deleted: " + message
+            self._status(409, message, "AlreadyExists", {"name": name, "group": group, "kind": plural})
 
         def _route(self, method: str) -> None:
             url = urllib.parse.urlparse(self.path)
@@ -311,6 +364,9 @@ def _handler(fake: FakeKubernetes):
                 if plural not in fake.operators or jobs["group"] != INSTALLED[plural]:
                     return self._status(404, "the server could not find the requested resource")
                 with fake._lock:
+                    if method == "POST" and body["metadata"]["name"] in fake.jobs:
+                        fake.calls.append(("POST", body["metadata"]["name"], 409))
+                        return self._already_exists(plural, jobs["group"].split("/")[0], body["metadata"]["name"])
                     if method == "POST":
                         unknown = _unknown_fields(plural, body, fake.trainer_version)
                         if unknown and query.get("fieldValidation") == "Strict":
@@ -318,15 +374,17 @@ def _handler(fake: FakeKubernetes):
                                                      f'{body["kind"]}: strict decoding error: ' + ", ".join(
                                                          f'unknown field "{field}"' for field in unknown))
                         fake.create(plural, _pruned(body, unknown))
+                        fake.calls.append(("POST", body["metadata"]["name"], 201))
                         return self._reply(201, body)
                     if method == "DELETE":
-                        found = fake.delete(name)
+                        fake.calls.append(("DELETE", name, body.get("propagationPolicy", "Background")))
+                        found = fake.delete(name, body.get("propagationPolicy", "Background"))
                         return self._reply(200, {}) if found else self._status(404, f"{plural} {name!r} not found")
                     job = fake.jobs.get(name)
                     return self._reply(200, {**job, "status": {}}) if job else self._status(404, f"{name!r} not found")
             if pods and method == "GET" and pods["name"] is None:
                 key, _, value = query.get("labelSelector", "").partition("=")
-                items = [pod.as_json() for pod in list(fake.pods.values()) if pod.labels.get(key) == value]
+                items = [pod.as_json() for pod in list(fake.pods.values()) if pod.labels.get(key) == value and not pod.deleted]
                 return self._reply(200, {"kind": "PodList", "items": items})
             if pods and method == "GET":
                 pod = fake.pods.get(pods["name"])

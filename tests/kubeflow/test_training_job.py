@@ -20,7 +20,7 @@ from dtfx.components.trainer.distributed import cluster
 from dtfx.components.trainer.job import TrainingJob
 from dtfx.components.trainer.kubernetes import manifest
 from dtfx.components.trainer.kubernetes import training as kubernetes_training
-from dtfx.components.trainer.kubernetes.api import KubernetesApi
+from dtfx.components.trainer.kubernetes.api import AlreadyExists, KubernetesApi
 from dtfx.components.trainer.options import TrainerOptions
 from tests.conftest import ROOT, assert_matches_golden
 from tests.kubeflow.fake_kubernetes import FakeKubernetes
@@ -191,6 +191,50 @@ def test_trainer_v2_2_takes_the_trainjob_whole(tmp_path):
         api.create(operator.group_path, operator.plural, body)
         api.delete(operator.group_path, operator.plural, "dtfx-train-test")
     assert fake.created == [body] and "runtimePatches" in body["spec"]
+
+
+def test_a_create_of_a_name_that_exists_is_already_exists(tmp_path):
+    """As the API server answers (store.go `create`, errors.go `NewAlreadyExists`): 409, reason AlreadyExists, the
+    GroupResource and name in the message; "object is being deleted" while it is."""
+    job, options = small_job(tmp_path)
+    settings = manifest.JobSettings.from_dict(options.training_job)
+    operator = manifest.OPERATORS["v1"]
+    tasks = cluster.tasks(options.distribution, options.sidecar_evaluation)
+    with FakeKubernetes(tmp_path) as fake:
+        api = KubernetesApi(fake.url, fake.namespace)
+        body = manifest.manifest(settings, "dtfx-train-test", fake.namespace, tasks, "/nonexistent/job.json")
+        api.create(operator.group_path, operator.plural, body)
+        with pytest.raises(AlreadyExists, match=r'refused POST .*: tfjobs\.kubeflow\.org "dtfx-train-test" already exists$'):
+            api.create(operator.group_path, operator.plural, body)
+        fake.finalizers, fake.grace_seconds = ["example.com/keep"], 60.0  # its pods take their time to end
+        api.delete(operator.group_path, operator.plural, "dtfx-train-test", propagation="Foreground")
+        with pytest.raises(AlreadyExists, match='object is being deleted: tfjobs.kubeflow.org "dtfx-train-test"'):
+            api.create(operator.group_path, operator.plural, body)
+        assert api.find(operator.group_path, operator.plural, "dtfx-train-test")["metadata"]["finalizers"] == [
+            "example.com/keep", "foregroundDeletion"]
+        assert api.find(operator.group_path, operator.plural, "no-such-job") is None
+
+
+def test_a_job_left_by_an_earlier_attempt_that_never_goes_fails_the_step_naming_it(tmp_path, monkeypatch, capsys):
+    """A finalizer no controller removes (or a pod on a lost node) keeps the deleted job: the retry says which job and
+    how to delete it, instead of waiting for ever."""
+    monkeypatch.setattr(kubernetes_training, "LEFTOVER_GONE_SECONDS", 2.0)
+    job, options = small_job(tmp_path)
+    name = kubernetes_training.job_name(job)
+    settings = manifest.JobSettings.from_dict(options.training_job)
+    tasks = cluster.tasks(options.distribution, options.sidecar_evaluation)
+    with FakeKubernetes(tmp_path) as fake:
+        fake.leave_job("tfjobs", manifest.manifest(settings, name, fake.namespace, tasks, "/nonexistent/job.json"))
+        fake.finalizers = ["example.com/keep"]
+        with pytest.raises(TrainingError) as stays:
+            kubernetes_training.train(job, options, KubernetesApi(fake.url, fake.namespace))
+    assert fake.calls == [("POST", name, 409), ("DELETE", name, "Foreground")], "deleted once, never created again"
+    message = str(stays.value)
+    assert message.startswith(f"the TFJob {name}, left by an earlier attempt of this step, is still there 2 s after")
+    assert "(finalizers: example.com/keep; pods not gone: none)" in message, message
+    assert f"kubectl delete tfjobs {name} -n team-a" in message
+    assert f"TFJob {name} exists from an earlier attempt of this step; deleting it" in capsys.readouterr().out
+    assert os.listdir(tmp_path / "volume" / "dtfx-jobs") == [], "the job's directory is removed"
 
 
 def test_options_carry_the_job_settings_only_when_compiled_for_kubeflow(tmp_path):

@@ -13,11 +13,15 @@ import dataclasses
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from dtfx.components.errors import TrainingError
+from dtfx.components.processes import die_with_parent
 from dtfx.components.trainer.job import TrainingJob
 from dtfx.components.trainer.kubernetes import training as kubernetes_training
 from dtfx.components.trainer.kubernetes.api import KubernetesApi
@@ -27,6 +31,16 @@ from tests.kubeflow.test_compile import cluster_config, write
 
 pytestmark = pytest.mark.slow
 TRAINING_SECONDS = 240  # far above a good run's; a task that waits for one that never serves fails the test at this
+# The train step as its own process, as in its pod: `python -c STEP JOB_JSON API_URL NAMESPACE`.
+STEP = """
+import sys
+from dtfx.components.trainer.job import TrainingJob
+from dtfx.components.trainer.kubernetes import training
+from dtfx.components.trainer.kubernetes.api import KubernetesApi
+from dtfx.components.trainer.options import TrainerOptions
+job = TrainingJob.from_json(sys.argv[1])
+training.train(job, TrainerOptions.from_dict(job.custom_config), KubernetesApi(sys.argv[2], sys.argv[3]))
+"""
 
 
 def step(tmp_path: Path, penguins_transform, operator: str, distribution: dict, **keys):
@@ -142,3 +156,40 @@ def test_a_worker_killed_mid_training_fails_the_step_naming_its_pod(tmp_path, pe
     assert f"worker 1 of 2 (pod {fake.killed[0]}) exited with code 137" in message
     assert "was deleted and nothing was saved" in message and "Last lines of its log" in message
     assert not os.path.exists(job.serving_model_dir) or not os.listdir(job.serving_model_dir)
+
+
+def kill_step_once_training(job: TrainingJob, fake: FakeKubernetes, log: Path) -> None:
+    """Runs the train step in a process of its own and kills it (SIGKILL, as the OOM killer does) once the first worker
+    of its job trains: the step has no time to delete the job, whose pods go on."""
+    with open(log, "w") as out:
+        attempt = subprocess.Popen([sys.executable, "-c", STEP, job.to_json(), fake.url, fake.namespace], stdout=out,
+                                   stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+    try:
+        while not any(pod.name.endswith("-worker-0") and "Epoch 1/" in pod.log.read_text(errors="replace")
+                      for pod in list(fake.pods.values())):
+            assert attempt.poll() is None, "the first attempt ended before its job trained:\n" + log.read_text()
+            time.sleep(0.2)
+    finally:
+        attempt.kill()
+        attempt.wait()
+
+
+def test_a_retry_of_a_killed_step_deletes_the_job_it_left_and_trains(tmp_path, penguins_transform, capsys):
+    """kubeflow.retries: the retried step has the execution's job name, which the killed attempt's job still holds."""
+    distribution = {"strategy": "multi_worker_mirrored", "workers": 2}
+    job, options, volume = step(tmp_path, penguins_transform, "v1", distribution)
+    name = kubernetes_training.job_name(job)
+    with FakeKubernetes(tmp_path) as fake, ends_within(TRAINING_SECONDS, fake):
+        kill_step_once_training(job, fake, tmp_path / "first-attempt.log")
+        assert name in fake.jobs and [call[:2] for call in fake.calls] == [("POST", name)], "the attempt left its job"
+
+        kubernetes_training.train(job, options, KubernetesApi(fake.url, fake.namespace))
+
+        assert fake.calls == [("POST", name, 201), ("POST", name, 409), ("DELETE", name, "Foreground"),
+                              ("POST", name, 201), ("DELETE", name, "Background")], "deleted, gone, then created"
+        assert_nothing_left(fake, volume)
+    assert (Path(job.serving_model_dir) / "saved_model.pb").exists()
+    assert TrainStats.read(job.model_run_dir).cluster == {"worker": 2}
+    out = capsys.readouterr().out
+    assert f"trainer: TFJob {name} exists from an earlier attempt of this step; deleting it" in out
+    assert f"trainer: created TFJob {name}" in out

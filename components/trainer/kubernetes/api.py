@@ -33,6 +33,12 @@ class UnknownFields(TrainingError):
         self.fields = fields
 
 
+class AlreadyExists(TrainingError):
+    """A create named an object that the API server already has (409, reason AlreadyExists; also while that object is
+    still being deleted: kubernetes staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go `create`
+    answers with apimachinery's errors.go `NewAlreadyExists`, prefixing "object is being deleted: " then)."""
+
+
 class KubernetesApi:
     """A namespace of a Kubernetes API server, as one client sees it."""
 
@@ -67,17 +73,27 @@ class KubernetesApi:
 
     def create(self, group_path: str, plural: str, body: dict) -> dict:
         """Creates the object; UnknownFields when the kind's schema lacks a field of it, which the API server would
-        otherwise drop without a word (`fieldValidation=Strict`, served by default from Kubernetes 1.25)."""
+        otherwise drop without a word (`fieldValidation=Strict`, served by default from Kubernetes 1.25);
+        AlreadyExists when an object of its name is there."""
         path = f"{group_path}/namespaces/{self.namespace}/{plural}"
         return self._call("POST", path, params={"fieldValidation": "Strict"}, json=body)
 
     def get(self, group_path: str, plural: str, name: str) -> dict:
         return self._call("GET", f"{group_path}/namespaces/{self.namespace}/{plural}/{name}")
 
-    def delete(self, group_path: str, plural: str, name: str) -> None:
-        """Deletes the object and, in the background, what it owns (its pods); one already gone is fine."""
+    def find(self, group_path: str, plural: str, name: str) -> dict | None:
+        """The object, or None when the API server has none of that name."""
+        return self._call("GET", f"{group_path}/namespaces/{self.namespace}/{plural}/{name}", missing_ok=True) or None
+
+    def delete(self, group_path: str, plural: str, name: str, propagation: str = "Background") -> None:
+        """Deletes the object and what it owns (its pods); one already gone is fine.
+
+        `propagation` is the DeleteOptions' propagationPolicy: "Background" removes the object at once and its
+        dependents after; "Foreground" keeps the object, with the finalizer foregroundDeletion, until the garbage
+        collector has deleted every dependent whose ownerReference blocks owner deletion (kubernetes
+        pkg/controller/garbagecollector/garbagecollector.go `processDeletingDependentsItem`)."""
         path = f"{group_path}/namespaces/{self.namespace}/{plural}/{name}"
-        self._call("DELETE", path, json={"propagationPolicy": "Background"}, missing_ok=True)
+        self._call("DELETE", path, json={"propagationPolicy": propagation}, missing_ok=True)
 
     def pods(self, selector: str) -> list[dict]:
         """The pods of this namespace that carry the label selector `selector` (`key=value,...`)."""
@@ -120,12 +136,23 @@ class KubernetesApi:
                 "operator of kubeflow.training_operator installed in the cluster? (v1: Kubeflow Training Operator; "
                 f"v2: Kubeflow Trainer). The API said: {_message(response)}"
             )
+        if response.status_code == 409 and _reason(response) == "AlreadyExists":
+            raise AlreadyExists(f"the Kubernetes API refused {method} {path}: {_message(response)}")
         unknown = _UNKNOWN_FIELD.findall(_message(response)) if response.status_code in (400, 422) else []
         if unknown:
             raise UnknownFields(unknown, f"the Kubernetes API refused {method} {path}: {_message(response)}")
         if not response.ok:
             raise TrainingError(f"the Kubernetes API refused {method} {path} ({response.status_code}): {_message(response)}")
         return response.json() if response.content else {}
+
+
+def _reason(response: requests.Response) -> str | None:
+    """The `reason` of a Status answer (metav1.StatusReason: AlreadyExists, Conflict, ...)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return body.get("reason") if isinstance(body, dict) else None
 
 
 def _message(response: requests.Response) -> str:

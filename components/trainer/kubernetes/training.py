@@ -6,7 +6,9 @@ waits for it, streams its chief's log into its own, and fails when a pod of it f
 model pass through the training volume, which the step and the job's pods mount: the step copies its inputs to
 `<volume>/dtfx-jobs/<job>/inputs`, the chief writes `outputs`, the step copies them into its own output artifacts,
 which Kubeflow's launcher then uploads as for any step. However the step ends, it deletes the job (and so its pods)
-and the job's directory; if the step's pod itself is deleted, Kubernetes deletes the job, which the pod owns.
+and the job's directory; if the step's pod itself is deleted, Kubernetes deletes the job, which the pod owns. A retry
+of the step (kubeflow.retries) whose earlier attempt was killed before it could delete its job finds that job under
+the same name, deletes it and creates it again.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Iterator
 from dtfx.components.errors import TrainingError
 from dtfx.components.trainer.distributed.cluster import Task, role_counts, tasks
 from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.kubernetes.api import KubernetesApi, UnknownFields
+from dtfx.components.trainer.kubernetes.api import AlreadyExists, KubernetesApi, UnknownFields
 from dtfx.components.trainer.kubernetes.manifest import OPERATORS, JobSettings, Operator, manifest, unknown_fields_message
 from dtfx.components.trainer.options import TrainerOptions
 
@@ -34,6 +36,10 @@ PENDING_REPORT_SECONDS = 60.0
 TAIL_LINES = 25
 LOG_LINES_KEPT = 100_000
 LOGS_DIR = "logs"  # in the model run, as local_cluster keeps the processes' logs
+# How long a job left by an earlier attempt may take to go once deleted in the foreground: its pods must end first,
+# each within its termination grace period. Well above that; a finalizer that no controller removes, or a pod on a lost
+# node, would hold it for good, and the step says so rather than wait.
+LEFTOVER_GONE_SECONDS = 300.0
 
 
 def through_kubernetes_job(options: TrainerOptions) -> bool:
@@ -58,7 +64,7 @@ def train(job: TrainingJob, options: TrainerOptions, api: KubernetesApi | None =
             body = manifest(settings, name, api.namespace, cluster_tasks, os.path.join(staging, "job.json"))
             body["metadata"].update(_owned_by_this_pod())
             try:
-                api.create(operator.group_path, operator.plural, body)
+                _create(api, operator, body, staging)
             except UnknownFields as refused:
                 raise TrainingError(unknown_fields_message(operator, name, refused.fields)) from None
             roles = ", ".join(f"{count} {role}" for role, count in role_counts(cluster_tasks).items())
@@ -86,6 +92,48 @@ def job_name(job: TrainingJob) -> str:
     """A name of the job that is new for every execution of the step (its model-run URI is) and short enough for the
     operator's names of pods and services (`<job>-evaluator-0` stays under 63 characters)."""
     return "dtfx-train-" + hashlib.sha256(job.model_run_dir.encode()).hexdigest()[:12]
+
+
+def _create(api: KubernetesApi, operator: Operator, body: dict, staging: str) -> None:
+    """Creates the job; one of its name, left by an earlier attempt of this step, is deleted and created anew.
+
+    The name is this execution's (job_name), and a retry (kubeflow.retries) runs the same execution again: the KFP
+    driver, which runs once, salts the output URIs and writes them into the executor's pod spec patch, and Argo retries
+    only the executor's pod (kubeflow/pipelines 2.5.0 backend/src/v2/driver/driver.go `Container`, `provisionOutputs`;
+    backend/src/v2/compiler/argocompiler/container.go `addContainerExecutorTemplate`: the retryStrategy is on
+    system-container-impl). An attempt killed before its `finally` (out of memory, evicted) leaves its job, which the
+    garbage collector keeps: its owner, the attempt's pod, is kept by Argo.
+    """
+    name = body["metadata"]["name"]
+    try:
+        api.create(operator.group_path, operator.plural, body)
+        return
+    except AlreadyExists:
+        print(f"trainer: {operator.kind} {name} exists from an earlier attempt of this step; deleting it", flush=True)
+    _delete_and_wait(api, operator, name)
+    # What the earlier attempt's chief wrote. Its checkpoints (run_fn.backup_dir: `backup` beside `outputs`) are kept,
+    # as for any rerun of the same training.
+    _remove_tree(os.path.join(staging, "outputs"))
+    api.create(operator.group_path, operator.plural, body)
+
+
+def _delete_and_wait(api: KubernetesApi, operator: Operator, name: str) -> None:
+    """Deletes job `name` in the foreground and waits until the API has none of that name: then its pods, whose names
+    the new job's take again, are gone too. Raises TrainingError naming the job when it stays."""
+    api.delete(operator.group_path, operator.plural, name, propagation="Foreground")
+    deadline = time.monotonic() + LEFTOVER_GONE_SECONDS
+    while (left := api.find(operator.group_path, operator.plural, name)) is not None:
+        if time.monotonic() > deadline:
+            pods = sorted(pod["metadata"]["name"] for pod in api.pods(f"{operator.pods_of_job}={name}"))
+            finalizers = left.get("metadata", {}).get("finalizers", [])
+            raise TrainingError(
+                f"the {operator.kind} {name}, left by an earlier attempt of this step, is still there "
+                f"{LEFTOVER_GONE_SECONDS:.0f} s after this step deleted it (finalizers: {', '.join(finalizers) or 'none'}; "
+                f"pods not gone: {', '.join(pods) or 'none'}). Delete it yourself (kubectl delete {operator.plural} {name} "
+                f"-n {api.namespace}; a pod of a lost node ends only with kubectl delete pod --force), then retry the run"
+            )
+        time.sleep(POLL_SECONDS)
+    print(f"trainer: {operator.kind} {name} of the earlier attempt is gone; creating it again", flush=True)
 
 
 def stage_in(job: TrainingJob, staging: str) -> TrainingJob:
