@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from dtfx.components import buckets
 from dtfx.components.example_gen.encode import bad_weight
 from dtfx.components.example_gen.labels import too_few_classes
 from dtfx.components.example_gen.sources import describe_paths, image_kind_problem, nothing_to_learn
@@ -270,12 +271,11 @@ def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Probl
             )
         )
     serving_dir = pusher.get("serving_dir")
-    if isinstance(serving_dir, str) and "://" in serving_dir:
+    if isinstance(serving_dir, str) and "://" in serving_dir and not buckets.is_store_uri(serving_dir):
         problems.append(
             Problem(
                 "pusher.serving_dir",
-                "must be a local or mounted directory (a push is an atomic rename, "
-                "which object stores such as gs:// do not have)",
+                f"must be a local or mounted directory or a bucket ({', '.join(buckets.SCHEMES)})",
                 line_of("pusher.serving_dir", lines),
             )
         )

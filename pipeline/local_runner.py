@@ -100,6 +100,12 @@ def _check_beam_runs_here(config: Config) -> None:
 
 def _make_pipeline_dir(config: Config) -> None:
     """Creates `<output_root>/<name>`, or says (UserError) why pipeline.output_root cannot hold it."""
+    if "://" in config.pipeline.output_root:
+        # TFX's artifacts go through tf.io.gfile, which has no s3:// (TensorFlow 2.16), and ML Metadata's SQLite file
+        # needs a local path; a bucket is for the serving directory here.
+        raise UserError(f"pipeline.output_root: {config.pipeline.output_root} is not a local directory, and a local run "
+                        "keeps TFX's artifacts and its SQLite metadata store there: give a local directory, and put the "
+                        "pushed models in a bucket with pusher.serving_dir; a bucket output_root is for dtfx compile")
     try:
         os.makedirs(layout.pipeline_dir(config), exist_ok=True)
     except OSError as error:

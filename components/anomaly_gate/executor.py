@@ -12,7 +12,7 @@ from tfx.types import artifact_utils
 
 from dtfx.components.errors import DataError
 from dtfx.components.names import SCHEMA_FILE
-from dtfx.components.reference_schema.executor import store_reference
+from dtfx.components.reference_schema.executor import reference_exists, store_reference
 
 ANOMALIES_FILE = "SchemaDiff.pb"
 
@@ -56,7 +56,7 @@ class Executor(base_executor.BaseExecutor):
 
 def _reference_hint(exec_properties) -> str:
     reference = exec_properties.get("reference_path", "")
-    if reference and fileio.exists(reference):
+    if reference and reference_exists(reference):
         return (
             f"\nThe data was checked against the schema of the last data that passed ({reference}); "
             "if the change is intended, delete that file and run again."

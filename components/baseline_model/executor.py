@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 from absl import logging
 from tfx.dsl.components.base import base_executor
@@ -10,6 +11,8 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
+from dtfx.components import buckets
+from dtfx.components.pusher import bucket_versions
 from dtfx.components.pusher.versions import SAVED_MODEL_FILE, version_number
 
 SERVING_DIR_KEY = "serving_dir"
@@ -24,10 +27,13 @@ SOURCE_DIR = "source_dir"
 def newest_complete_version(serving_dir: str) -> tuple[int, str] | None:
     """(version, directory) of the highest-numbered version that has a saved_model.pb, or None.
 
-    What TF Serving would serve: names that are not integers (hidden temporary directories
+    In a bucket, the highest `versions/<N>/` with its marker (bucket_versions.newest_published). On a local path, what
+    TF Serving would serve: names that are not integers (hidden temporary directories
     included) are skipped, and so are numbered directories without saved_model.pb (a push
     still in progress, or one that crashed, with stock TFX Pusher).
     """
+    if buckets.is_store_uri(serving_dir):
+        return bucket_versions.newest_published(serving_dir)
     if not fileio.isdir(serving_dir):
         return None
     numbered = []
@@ -47,6 +53,18 @@ def contains_model(model) -> bool:
     return fileio.exists(os.path.join(path, SAVED_MODEL_FILE))
 
 
+def _copy_version(source: str, target: str) -> None:
+    """Copies a pushed version to the output: from a bucket through dtfx's bucket client (TensorFlow has no s3://)."""
+    if not buckets.is_store_uri(source):
+        io_utils.copy_dir(source, target)
+    elif not buckets.is_store_uri(target):
+        buckets.download(source, target)
+    else:  # the output itself in the store (Beam's artifacts on gs:// when Beam runs elsewhere): through a local copy
+        with tempfile.TemporaryDirectory(prefix="dtfx-baseline-") as local:
+            buckets.download(source, local)
+            io_utils.copy_dir(local, target)
+
+
 class Executor(base_executor.BaseExecutor):
     """Copies the newest pushed version into `model`; leaves `model` empty (`has_model` = 0) if there is none."""
 
@@ -63,7 +81,7 @@ class Executor(base_executor.BaseExecutor):
         version, source = found
         # A copy, not a pointer: the Evaluator reads `<uri>/Format-Serving` (path_utils.serving_model_path), and
         # the copy stays valid even if the serving directory drops that version later.
-        io_utils.copy_dir(source, path_utils.serving_model_dir(baseline.uri))
+        _copy_version(source, path_utils.serving_model_dir(baseline.uri))
         logging.info("Baseline: version %d from %s.", version, source)
         baseline.set_int_custom_property(HAS_MODEL, 1)
         baseline.set_string_custom_property(SOURCE_VERSION, str(version))

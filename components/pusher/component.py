@@ -37,7 +37,7 @@ class AtomicPusher(base_component.BaseComponent):
 
     def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel, serving_dir: str):
         # Fail when the pipeline is built, not after training, if serving_dir cannot work.
-        versions.check_local(serving_dir)
+        versions.check_serving_dir(serving_dir)
         super().__init__(
             spec=AtomicPusherSpec(
                 model=model,

@@ -5,12 +5,9 @@ it appears, and ignores every other name (hidden ones included). So a version is
 hidden directory and then renamed to its number: on a local POSIX filesystem rename is
 atomic, and TF Serving sees either a complete version or none.
 
-Object stores (gs://, s3://) have no atomic rename: a "rename" there copies object by object,
-so a reader can list a half-copied version. Publishing there would need another completion
-signal that the serving side honours (for example every file but `saved_model.pb` first and
-that file last, as stock TFX Pusher does, or a manifest object written last), and a lease
-object instead of `flock` to keep two pushes apart. That is why only local paths (including
-mounted volumes) are accepted.
+Object stores (gs://, s3://, minio://) have no atomic rename: a "rename" there copies object by
+object, so a reader can list a half-copied version. There a version is published by a marker
+written last and served from one archive object (bucket_versions.py).
 """
 
 from __future__ import annotations
@@ -24,10 +21,9 @@ import shutil
 import time
 import uuid
 
-import tensorflow as tf
 from absl import logging
-from tfx.utils import io_utils
 
+from dtfx.components import buckets
 from dtfx.components.content_digest import directory_digest
 from dtfx.components.errors import StepError
 
@@ -39,21 +35,24 @@ _VERSION_NAME = re.compile(r"[0-9]+")
 
 
 class ServingDirError(StepError, ValueError):
-    """The serving directory cannot hold atomically published versions (for example gs://)."""
+    """The serving directory cannot hold atomically published versions (an empty path, an http:// URL)."""
 
 
 class PushError(StepError, OSError):
     """The copy of a push failed (for example a full disk); nothing was published."""
 
 
-def check_local(serving_dir: str) -> str:
-    """`serving_dir` as an absolute local path; ServingDirError if it is empty or a remote URL."""
+def check_serving_dir(serving_dir: str) -> str:
+    """`serving_dir` as an absolute local path, or as it is when it is a bucket (gs://, s3://, minio://);
+    ServingDirError if it is empty or a URL of another kind."""
     if not serving_dir:
         raise ServingDirError("the pusher's serving_dir is empty")
+    if buckets.is_store_uri(serving_dir):
+        return serving_dir.rstrip("/")
     if "://" in serving_dir:
         raise ServingDirError(
-            f"the pusher's serving_dir {serving_dir!r} is not a local path: versions are published with an atomic "
-            "rename, which object stores do not have; use a local directory or a mounted volume"
+            f"the pusher's serving_dir {serving_dir!r} is neither a local path nor a bucket "
+            f"({', '.join(buckets.SCHEMES)}): use a local directory, a mounted volume or a bucket"
         )
     return os.path.abspath(serving_dir)
 
@@ -125,6 +124,10 @@ def publish(model_dir: str, base_dir: str) -> tuple[int, str, bool]:
     that fails (a full disk) removes its hidden directory and raises PushError; one killed
     half-way leaves it for the next push's cleanup.
     """
+    # Imported here: `dtfx compile` reads this module's names (through bucket_versions) without loading TensorFlow.
+    import tensorflow as tf
+    from tfx.utils import io_utils
+
     os.makedirs(base_dir, exist_ok=True)
     digest = model_digest(model_dir)
     with locked(base_dir):

@@ -83,7 +83,8 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
         problem("data.path", f"ingest runs on Dataflow's workers, which cannot mount kubeflow.volumes "
                              f"({mount_of(config.data.path, kubeflow)}): put the data in the pipeline image")
     store = kubeflow.store
-    for key, path in (("data.path", config.data.path), ("predict.data", config.predict.data if config.predict else "")):
+    read = [("data.path", config.data.path), ("predict.data", config.predict.data if config.predict else "")]
+    for key, path in read + [(shared.key, shared.path) for shared in shared_paths(config)]:
         if require_cluster and path.startswith("minio://") and (store is None or store.endpoint is None):
             problem("kubeflow.store.endpoint", f"required to read {key} {path} in the steps: minio:// is an S3 API at an "
                     "endpoint that Kubeflow's launcher knows from its kfp-launcher ConfigMap, which the steps' code does "
@@ -96,11 +97,14 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
         if schema_problem:
             problem("schema.path", schema_problem)
     for shared in shared_paths(config):
-        if not os.path.isabs(shared.path):
+        # A bucket is shared by every step and run: the pusher publishes there with a marker written last and a
+        # conditional-create lease (components/pusher/bucket_versions.py), the reference schema is one conditional create.
+        if not os.path.isabs(shared.path) and not buckets.is_store_uri(shared.path):
             problem(
                 shared.key,
-                f"{shared.what} must be an absolute path on a volume mounted in every step (kubeflow.volumes), which all "
-                f"runs share: {shared.why}; a relative path means nothing in a pod",
+                f"{shared.what} must be an absolute path on a volume mounted in every step (kubeflow.volumes) or in a "
+                f"bucket ({', '.join(buckets.SCHEMES)}), which all runs share: {shared.why}; a relative path means nothing "
+                "in a pod",
             )
     return problems
 

@@ -4,12 +4,13 @@ is set: `<output>.inference-service.yaml` beside the compiled pipeline, for `kub
 Its predictor is KServe's TensorFlow one. KServe's TF Serving runtime starts `tensorflow_model_server
 --model_base_path=/mnt/models` (kserve v0.20.0 config/runtimes/kserve-tensorflow-serving.yaml), and TF Serving serves
 the largest integer-named directory of that base path, ignoring every other name (tensorflow/serving 2.20.0
-sources/storage_path/file_system_storage_path_source.cc, ParseVersionNumber): the layout the pusher publishes
-(`<serving_dir>/<version>/saved_model.pb`, components/pusher/versions.py). So the storage URI is the serving directory
-itself. On a volume it is `pvc://CLAIM/path`, which KServe mounts at /mnt/models with the path as subPath
+sources/storage_path/file_system_storage_path_source.cc, ParseVersionNumber). On a volume the pusher publishes that
+layout (`<serving_dir>/<version>/saved_model.pb`, components/pusher/versions.py), so the storage URI is the serving
+directory itself: `pvc://CLAIM/path`, which KServe mounts at /mnt/models with the path as subPath
 (pkg/webhook/admission/pod/storage_initializer_injector.go; pkg/utils/storage.go ParsePvcURI): TF Serving then sees
-each new push as it is renamed into place. A gs:// or s3:// directory is downloaded once, when a predictor pod starts
-(python/storage/kserve_storage/kserve_storage.py, Storage.download).
+each new push as it is renamed into place. In a bucket, the storage URI is the one archive the pusher replaces whole
+with each push (`<serving_dir>/serving.tar.gz`, holding `<version>/...`; components/pusher/bucket_versions.py),
+downloaded once, when a predictor pod starts.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import re
 
 import yaml
 
+from dtfx.components import buckets
+from dtfx.components.pusher import bucket_versions
 from dtfx.pipeline import layout
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import Problem
@@ -39,8 +42,6 @@ HEADER = "# The KServe InferenceService that serves the models the compiled pipe
 API_VERSION = "serving.kserve.io/v1beta1"
 KIND = "InferenceService"
 PVC_SCHEME = "pvc://"
-# The stores KServe's storage initializer downloads a model directory from that a serving directory can be in.
-BUCKET_SCHEMES = ("gs://", "s3://")
 # The distribution TFX installs with the TensorFlow Serving API; its version is a TensorFlow Serving release.
 TF_SERVING_API = "tensorflow-serving-api"
 SERVING_KEY = "kubeflow.serving"
@@ -55,11 +56,17 @@ def storage_uri(serving_dir: str, kubeflow: KubeflowSection) -> str | None:
     """Where KServe finds the versions the pusher writes to `serving_dir`, or None when it cannot reach them (a
     directory on none of kubeflow.volumes).
 
-    A bucket's URI ends in '/': KServe lists a bucket by key prefix (kserve_storage.py, Storage._download_s3), so
-    `s3://b/serving` would also download `s3://b/serving-old/...`.
+    In a bucket, the archive object: KServe's storage initializer (kserve v0.20.0
+    python/storage/kserve_storage/kserve_storage.py) downloads an exact key match alone (`Storage._download_s3`: it
+    lists by prefix, takes the exact key and stops; `_download_gcs`: a blob with nothing under `key/`), and unpacks a
+    single downloaded file whose `mimetypes.guess_type` is application/x-tar, as `.tar.gz` is
+    (`Storage._unpack_archive_file`, `tarfile.extractall(filter="data")`). KServe reads S3 APIs as s3:// (its endpoint
+    from the service account's S3 settings), so a minio:// directory is given as s3://.
     """
-    if serving_dir.startswith(BUCKET_SCHEMES):
-        return serving_dir.rstrip("/") + "/"
+    if buckets.is_store_uri(serving_dir):
+        bucket, key = buckets.split_uri(serving_dir)
+        scheme = "gs://" if serving_dir.startswith("gs://") else "s3://"
+        return f"{scheme}{bucket}/" + "/".join(part for part in (key, bucket_versions.ARCHIVE) if part)
     path = posixpath.normpath(serving_dir)
     mount = mount_of(path, kubeflow)
     if mount is None:

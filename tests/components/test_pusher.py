@@ -194,15 +194,17 @@ def test_a_model_that_is_not_the_newest_version_is_pushed_again(push, frozen_clo
 def test_a_full_disk_during_the_copy_publishes_nothing_and_leaves_nothing(push, frozen_clock, other_models, monkeypatch):
     import errno
 
+    from tfx.utils import io_utils
+
     push()
     before = tree(push.serving_dir)
-    real_copy = versions.io_utils.copy_dir
+    real_copy = io_utils.copy_dir
 
     def copy_until_full(source, destination):
         real_copy(source, destination)  # half the work is on disk when the device fills up
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(versions.io_utils, "copy_dir", copy_until_full)
+    monkeypatch.setattr(io_utils, "copy_dir", copy_until_full)
     with pytest.raises(versions.PushError, match="No space left on device.*nothing was published"):
         push(pushed_model=other_models[0])
 
@@ -236,8 +238,8 @@ def test_a_stray_directory_is_ignored_and_named_and_later_pushes_go_on(push, fro
     assert "ignoring backup-old, notes.txt: not version directories" in caplog.text
 
 
-@pytest.mark.parametrize("serving_dir", ["gs://bucket/serving", "s3://bucket/serving", ""])
-def test_non_local_serving_dir_is_rejected(push, serving_dir):
+@pytest.mark.parametrize("serving_dir", ["http://bucket/serving", "hdfs://nn/serving", ""])
+def test_a_serving_dir_neither_local_nor_a_bucket_is_rejected(push, serving_dir):
     with pytest.raises(versions.ServingDirError, match="serving_dir"):
         push(serving=serving_dir)
 
@@ -272,5 +274,5 @@ def test_component_interface():
         AtomicPusher(
             model=types.Channel(type=standard_artifacts.Model),
             model_blessing=types.Channel(type=standard_artifacts.ModelBlessing),
-            serving_dir="gs://bucket/serving",
+            serving_dir="http://bucket/serving",
         )

@@ -200,9 +200,29 @@ def test_the_storage_uri_of_a_volume_root_and_of_buckets():
     assert storage_uri("/mnt/models", kubeflow) == "pvc://models"
     assert storage_uri("/mnt/models/a/../serving", kubeflow) == "pvc://models/serving"
     assert storage_uri("/mnt/modelsx/serving", kubeflow) is None
-    # KServe lists a bucket by key prefix: without the '/', s3://b/serving would also take s3://b/serving-old/.
-    assert storage_uri("s3://b/serving", kubeflow) == "s3://b/serving/"
-    assert storage_uri("gs://b/penguins/serving/", kubeflow) == "gs://b/penguins/serving/"
+    # In a bucket, the one archive the pusher replaces whole (components/pusher/bucket_versions.py); KServe reads an
+    # S3 API as s3://, so minio:// is given as s3://.
+    assert storage_uri("s3://b/serving", kubeflow) == "s3://b/serving/serving.tar.gz"
+    assert storage_uri("gs://b/penguins/serving/", kubeflow) == "gs://b/penguins/serving/serving.tar.gz"
+    assert storage_uri("minio://mlpipeline/dtfx/penguins/serving", kubeflow) == "s3://mlpipeline/dtfx/penguins/serving/serving.tar.gz"
+    assert storage_uri("s3://b", kubeflow) == "s3://b/serving.tar.gz"
+
+
+def test_a_bucket_only_layout_compiles_and_serves_the_archive(tmp_path, capsys, kserve_models):
+    """pipeline.output_root in a bucket and no volume: the serving directory and the reference schema are in the
+    bucket, and KServe's storage URI is the serving directory's archive."""
+    config = cluster_config(**{"kubeflow.serving": {}, "kubeflow.volumes": [], "data.path": "s3://team/data/*.csv",
+                               "pipeline.output_root": "s3://team/dtfx"})
+    del config["pusher"]["serving_dir"]
+    code, _, err = cli(capsys, "compile", str(write(tmp_path / "config.yaml", config)), "-o", str(tmp_path / "p.yaml"))
+    assert code == 0, err
+
+    pipeline = next(yaml.safe_load_all((tmp_path / "p.yaml").read_text()))
+    push = pipeline["root"]["dag"]["tasks"][PUSH_STAGE]
+    serving_dir = push["inputs"]["parameters"]["serving_dir"]["runtimeValue"]["constant"]
+    assert serving_dir == "s3://team/dtfx/penguins/serving"
+    service, _ = read_inference_service(tmp_path / "p.inference-service.yaml", kserve_models)
+    assert service.spec.predictor.tensorflow.storage_uri == f"{serving_dir}/serving.tar.gz"
 
 
 # TF Serving's part, in a process that has TensorFlow alone (the model server links TensorFlow's own ops, nothing of
