@@ -93,6 +93,12 @@ def add_commands(verbs) -> None:
              "credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (default: an S3 server started on 127.0.0.1 "
              "for the rehearsal, moto)",
     )
+    rehearse.add_argument(
+        "--upload", action="append", default=[], metavar="LOCAL=URI",
+        help="put a local file, or every file under a local directory, at URI in the rehearsal's S3 API before the run "
+             "(repeatable), e.g. data=s3://team-data/penguins for data.path s3://team-data/penguins/*.csv: the server a "
+             "rehearsal starts is empty, and every s3:// and minio:// bucket the steps read is there",
+    )
     _add_param_argument(rehearse)
     rehearse.set_defaults(handler=rehearse_command)
 
@@ -227,9 +233,13 @@ def rehearse_command(args) -> int:
     if args.workdir:
         spec_path = os.path.join(args.workdir, DEFAULT_OUTPUT)
         check_compiled_output(f"{spec_path} (the compiled pipeline in --workdir {args.workdir})", spec_path, args.config)
+    uploads = _uploads(args.upload)
     # Here the "cluster" is this machine: the data must exist here, and relative paths are taken from
-    # the current directory, as `dtfx run` takes them.
-    config = load_config(args.config, args.overrides)
+    # the current directory, as `dtfx run` takes them. Data in a bucket is checked once the rehearsal's store has it.
+    config = load_config(args.config, args.overrides, check_data=False)
+    data_in_bucket = _bucket_data(config.data.path, uploads, own_server=not args.s3_endpoint)
+    if not data_in_bucket:
+        config = load_config(args.config, args.overrides)
     problems = cluster_problems(config, args.config, require_cluster=False)
     if problems:
         raise ConfigError(args.config, problems)
@@ -251,18 +261,18 @@ def rehearse_command(args) -> int:
 
     from dtfx.pipeline.kubeflow import run_form
     from dtfx.pipeline.kubeflow.compiler import compile_pipeline
-    from dtfx.pipeline.kubeflow.object_store import ObjectStore, local_s3_server
-    from dtfx.pipeline.kubeflow.rehearsal import REPORT_FILE, RehearsalError, load_spec, rehearse
+    from dtfx.pipeline.kubeflow.rehearsal import REPORT_FILE, RehearsalError, load_spec, rehearse, store_environment
     spec_path = os.path.join(workdir, DEFAULT_OUTPUT)
     # It pushes to the pipeline's serving directory, as a run does: never beside a run of the same pipeline.
-    if args.s3_endpoint:
-        credentials = {"aws_access_key_id": os.environ.get("AWS_ACCESS_KEY_ID"),
-                       "aws_secret_access_key": os.environ.get("AWS_SECRET_ACCESS_KEY")}
-        stores = contextlib.nullcontext(ObjectStore(args.s3_endpoint, credentials))
-    else:
-        stores = local_s3_server()
-    with run_lock.exclusive(config), stores as store:
+    with run_lock.exclusive(config), _rehearsal_store(args.s3_endpoint) as store:
         from dtfx.pipeline.kubeflow.cache import RehearsalMetadata, metadata_directory
+
+        for local, uri in uploads:
+            store.ensure_bucket(uri)
+            print(f"uploaded: {local} to {uri} ({store.upload(local, uri)} files)")
+        if data_in_bucket:  # read as the steps will read it: from the rehearsal's store
+            with _environment(store_environment(store)):
+                config = load_config(args.config, args.overrides)
 
         # Kubeflow's cache outlives a run: so does the rehearsals' (the server a rehearsal starts keeps no objects).
         metadata = RehearsalMetadata(metadata_directory(layout.pipeline_dir(config), args.s3_endpoint),
@@ -280,14 +290,32 @@ def rehearse_command(args) -> int:
             raise RuntimeError(str(error)) from None
         # This run's own objects: a cached task's are where the run that made them put them.
         store.mirror(f"{root.rstrip('/')}/{config.pipeline.name}/{result.run_id}", os.path.join(workdir, "store"))
+    return _print_outcome(result, metadata, workdir, os.path.join(workdir, REPORT_FILE), time.monotonic() - started)
+
+
+def _rehearsal_store(s3_endpoint: str | None):
+    """The store a rehearsal keeps its artifacts in, for a `with` block: the S3 API at `s3_endpoint` with this
+    environment's keys, or moto's S3 server started on 127.0.0.1."""
+    from dtfx.pipeline.kubeflow.object_store import ObjectStore, local_s3_server
+
+    if not s3_endpoint:
+        return local_s3_server()
+    credentials = {"aws_access_key_id": os.environ.get("AWS_ACCESS_KEY_ID"),
+                   "aws_secret_access_key": os.environ.get("AWS_SECRET_ACCESS_KEY")}
+    return contextlib.nullcontext(ObjectStore(s3_endpoint, credentials))
+
+
+def _print_outcome(result, metadata, workdir: str, report: str, seconds: float) -> int:
+    """Prints what the rehearsal did after its task table (where to look, what it pushed); returns the exit code."""
     for task in result.tasks:
         if task.state == "skipped":
             _print_task(task)
+    for stand_in in result.stand_ins:
+        print(f"stand-in: {stand_in}")
     print(_cache_line(result, metadata))
     print(f"logs: {workdir}/logs")
     print(f"the objects this run wrote, copied from the store: {workdir}/store")
-    print(f"task states: {os.path.join(workdir, REPORT_FILE)}")
-    seconds = time.monotonic() - started
+    print(f"task states: {report}")
     if not result.success:
         print(f"error: {result.message}", file=sys.stderr)
         print(f"rehearsal: {workdir} (failed, {seconds:.0f} s)")
@@ -295,6 +323,55 @@ def rehearse_command(args) -> int:
     print(_pushed_line(result))
     print(f"rehearsal: {workdir} (succeeded, {seconds:.0f} s)")
     return 0
+
+
+def _uploads(words: list[str]) -> list[tuple[str, str]]:
+    """The (local path, store URI) pairs of --upload LOCAL=URI; UserError naming a word that is not one."""
+    from dtfx.components import buckets
+
+    pairs = []
+    for word in words:
+        # The first "=" before a URI: a local path may hold "=", and so may a key.
+        local, uri = next(((word[:at], word[at + 1:]) for at in range(len(word)) if word[at] == "=" and
+                           buckets.is_store_uri(word[at + 1:])), ("", ""))
+        if not local or uri.startswith("gs://"):
+            raise UserError(f"--upload {word}: expected LOCAL=URI, a local file or directory and an s3:// or minio:// "
+                            "URI, e.g. data=s3://team-data/penguins")
+        if not os.path.exists(local):
+            raise UserError(f"--upload {word}: {local} does not exist")
+        pairs.append((os.path.abspath(local), uri))
+    return pairs
+
+
+def _bucket_data(data_path: str, uploads: list[tuple[str, str]], own_server: bool) -> bool:
+    """Whether data.path is in a bucket, which a rehearsal reads from its own S3 API; UserError where it cannot."""
+    from dtfx.components import buckets
+
+    if not buckets.is_store_uri(data_path):
+        return False
+    if data_path.startswith("gs://"):  # the steps read gs:// with google-cloud-storage, which an S3 API cannot serve
+        raise UserError(f"data.path {data_path}: a rehearsal serves s3:// and minio:// buckets from its S3 API, not "
+                        "gs://; rehearse with a copy of the data, e.g. --set data.path=s3://data/penguins/*.csv "
+                        "--upload LOCAL=s3://data/penguins")
+    if own_server and not uploads:
+        raise UserError(f"data.path {data_path} is in a bucket, and the S3 server a rehearsal starts is empty: put the "
+                        f"data there with --upload LOCAL=URI, e.g. --upload data={data_path.rsplit('/', 1)[0]}")
+    return True
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    """This process's environment with `values` set, for the block."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _check_rehearsal_modules(own_server: bool) -> None:

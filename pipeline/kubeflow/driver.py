@@ -187,3 +187,32 @@ def imported_metadata(version: Profile, uri: str, metadata: dict) -> dict:
     if not version.store_session_info:
         return dict(metadata)
     return {**metadata, "store_session_info": store_session(uri, {"fromEnv": "true"})}
+
+
+@dataclasses.dataclass(frozen=True)
+class SecretEnv:
+    """An environment variable the driver takes from key `key` of Kubernetes secret `secret` (a secretKeyRef)."""
+
+    name: str
+    secret: str
+    key: str
+
+
+def container_env(container: dict, kubernetes_config: dict) -> tuple[dict[str, str], list[SecretEnv]]:
+    """The environment the driver writes into a step's pod: the compiled container's `env` (name, literal value) and
+    the secrets' variables of the step's Kubernetes platform config, in the pod's order (a later name wins).
+
+    Read in kubeflow/pipelines 2.17.0: backend/src/v2/driver/driver.go initPodSpecPatch copies each
+    `container.GetEnv()` as a plain EnvVar{Name, Value} (no placeholder is filled); backend/src/v2/driver/k8s.go
+    extendPodSpecPatch appends, for each secretAsEnv and each of its keyToEnv, an EnvVar whose value is a
+    SecretKeyRef to {secretName, secretKey}, which the kubelet fills when the pod starts.
+    """
+    values = {item["name"]: item.get("value", "") for item in container.get("env", [])}
+    secrets = []
+    for item in kubernetes_config.get("secretAsEnv", []):
+        # dtfx compiles constant names; a secretNameParameter is resolved by the driver from the run's parameters.
+        name = item.get("secretName") or "(named by a run parameter)"
+        secrets += [SecretEnv(pair["envVar"], name, pair["secretKey"]) for pair in item.get("keyToEnv", [])]
+    for secret in secrets:
+        values.pop(secret.name, None)
+    return values, secrets

@@ -44,8 +44,8 @@ class ObjectStore:
         import boto3
 
         self.endpoint = endpoint
-        self.client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                                   **(credentials or REHEARSAL_CREDENTIALS))
+        self.credentials = dict(credentials or REHEARSAL_CREDENTIALS)  # also the steps' own, in a rehearsal
+        self.client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **self.credentials)
 
     def ensure_bucket(self, uri: str) -> None:
         """Creates the bucket of `uri` if it does not exist."""

@@ -13,7 +13,10 @@ compile` wrote it and runs its tasks in order, each the way a KFP pod runs a ste
 
 Each step runs in a fresh process, in a directory of its own that stands for the pod's
 filesystem, with the image's environment (the Dockerfile's `ENV`s) rather than this one's, and
-with this environment's Python (the image's, with dtfx installed, in a pod). The first failing
+with this environment's Python (the image's, with dtfx installed, in a pod). The driver's
+environment follows (the compiled container's `env` and the secrets' variables,
+driver.container_env), with the rehearsal's S3 server standing in for the cluster's store:
+`step_environment` says how, in each step's log and in `rehearsal.json`. The first failing
 step stops the run; the message names it, its log and the log's last lines.
 
 Tasks are cached as Kubeflow caches them (dtfx.pipeline.kubeflow.cache): a task whose cache key
@@ -39,6 +42,7 @@ from pathlib import Path
 
 import yaml
 
+from dtfx.components import buckets
 from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS, LOCAL_ROOT_ENV, local_path_for_uri, type_title
 from dtfx.components.trainer.kubernetes.training import LOCAL_PROCESSES_ENV
 from dtfx.pipeline.kubeflow import cache, driver, run_page
@@ -86,6 +90,7 @@ class RehearsalResult:
     message: str = ""
     run_id: str = RUN_ID
     page_outputs: list[run_page.ShownOutput] = dataclasses.field(default_factory=list)  # what the UI would display
+    stand_ins: list[str] = dataclasses.field(default_factory=list)  # the cluster's settings the rehearsal replaced
 
 
 def load_spec(path: str | os.PathLike) -> dict:
@@ -173,7 +178,8 @@ def rehearse(
     ran = {task.name for task in run.tasks}
     skipped = [TaskRun(name, "skipped") for name in order if name not in ran]
     shown, failure = check_run_page(run, store)
-    result = RehearsalResult(not failure, run.tasks + skipped, pipeline_root, failure, run.run_id, shown)
+    result = RehearsalResult(not failure, run.tasks + skipped, pipeline_root, failure, run.run_id, shown,
+                             list(run.stand_ins))
     write_report(Path(pipeline_spec_path).parent / REPORT_FILE, result, spec["pipelineInfo"]["name"], version.version)
     return result
 
@@ -196,8 +202,40 @@ def write_report(path: Path, result: RehearsalResult, pipeline: str, kfp_version
              for task in result.tasks]
     report = {"pipeline": pipeline, "run_id": result.run_id, "kfp_version": kfp_version, "success": result.success,
               "message": result.message, "pipeline_root": result.pipeline_root, "tasks": tasks,
-              "run_page": [output.to_dict() for output in result.page_outputs]}
+              "run_page": [output.to_dict() for output in result.page_outputs], "stand_ins": result.stand_ins}
     path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def store_environment(store: ObjectStore, region: str | None = None) -> dict[str, str]:
+    """The variables through which dtfx's own bucket code (dtfx.components.buckets: boto3) reaches `store`, the
+    rehearsal's S3 API, with its keys: every s3:// and minio:// bucket is there in a rehearsal, as every artifact is."""
+    values = {buckets.ENDPOINT_ENV: store.endpoint, buckets.REGION_ENV: region or buckets.ENDPOINT_REGION,
+              buckets.ACCESS_KEY_ENV: store.credentials.get("aws_access_key_id"),
+              buckets.SECRET_KEY_ENV: store.credentials.get("aws_secret_access_key")}
+    return {name: value for name, value in values.items() if value}
+
+
+def step_environment(container: dict, kubernetes_config: dict, store: ObjectStore) -> tuple[dict[str, str], list[str]]:
+    """The variables the driver gives a step (driver.container_env) as a rehearsal gives them, and each stand-in, in words.
+
+    The compiled kubeflow.store endpoint is the cluster's, so the rehearsal's S3 server takes its place; a secret
+    whose variables are the store's keys (kubeflow.store.secret) is the cluster's too, so the rehearsal's own keys
+    take its place. Any other secret's variables stay unset: a rehearsal cannot read the cluster's secrets.
+    """
+    values, secrets = driver.container_env(container, kubernetes_config)
+    stand_ins = []
+    compiled = values.get(buckets.ENDPOINT_ENV)
+    if compiled and compiled != store.endpoint:
+        stand_ins.append(f"{buckets.ENDPOINT_ENV} {compiled} (kubeflow.store.endpoint): the rehearsal's S3 API "
+                         f"{store.endpoint}")
+    values.update(store_environment(store, values.get(buckets.REGION_ENV)))
+    store_keys = (buckets.ACCESS_KEY_ENV, buckets.SECRET_KEY_ENV)
+    for name in dict.fromkeys(secret.secret for secret in secrets if secret.name in store_keys):
+        keys = ", ".join(f"{secret.key} as {secret.name}" for secret in secrets if secret.secret == name)
+        stand_ins.append(f"secret {name!r} ({keys}): the rehearsal's own S3 keys")
+    stand_ins += [f"secret {secret.secret!r} ({secret.key} as {secret.name}): not set, a rehearsal cannot read the "
+                  f"cluster's secrets" for secret in secrets if secret.name not in store_keys]
+    return values, stand_ins
 
 
 def _platform_executors(path: str | os.PathLike) -> dict:
@@ -229,6 +267,7 @@ class _Run:
         self.python = python
         self._image = image or image_environment()
         self.run_parameters = dict(run_parameters or {})
+        self.stand_ins: dict[str, None] = {}  # in the order first used
 
     def run_task(self, name: str) -> bool:
         """Runs task `name`; returns whether it succeeded."""
@@ -299,7 +338,8 @@ class _Run:
         if command and command[0] in PYTHON_COMMANDS:
             command[0] = self.python
         # The executor output file's directory is the step's to make, as in a pod (TFX's entrypoint and KFP's SDK make it).
-        returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=pod, env=self._pod_env(pod)).returncode
+        env = self._pod_env(pod, container, self.platform_executors.get(component["executorLabel"], {}), log)
+        returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=pod, env=env).returncode
         if returncode != 0:
             raise _StepFailed(f"exited with code {returncode}")
         self.parameter_outputs[name] = _output_parameters(component, _executor_output(executor_input["outputs"]["outputFile"]))
@@ -369,8 +409,9 @@ class _Run:
                 raise _StepFailed(f"takes parameter {key!r} in a way a rehearsal cannot resolve: {source}")
         return values
 
-    def _pod_env(self, pod: Path) -> dict[str, str]:
-        """The image's environment, with what a process needs here; this process's own settings stay out.
+    def _pod_env(self, pod: Path, container: dict, kubernetes_config: dict, log) -> dict[str, str]:
+        """The image's environment, then the driver's (step_environment), with what a process needs here; this
+        process's own settings stay out. The log names each variable the driver set and each stand-in.
 
         dtfx is installed in the interpreter's environment, as in the image; the directory the
         rehearsal runs in is on PYTHONPATH for a user's own model module, which an image of the
@@ -378,6 +419,14 @@ class _Run:
         """
         env = {key: os.environ[key] for key in ("HOME", "LANG", "TMPDIR") if key in os.environ}
         env.update(pod_environment(self._image, self.python))
+        driven, stand_ins = step_environment(container, kubernetes_config, self.store)
+        env.update(driven)
+        hidden = {buckets.ACCESS_KEY_ENV, buckets.SECRET_KEY_ENV}
+        shown = ", ".join(f"{name}={'***' if name in hidden else value}" for name, value in sorted(driven.items()))
+        print(f"driver: environment {shown}", file=log, flush=True)
+        for stand_in in stand_ins:
+            print(f"driver: stand-in: {stand_in}", file=log, flush=True)
+            self.stand_ins[stand_in] = None
         env["PYTHONPATH"] = os.getcwd()
         env[LOCAL_ROOT_ENV] = str(pod)
         # No Kubernetes here: a train step compiled to create a training job starts its processes on this machine.
