@@ -177,6 +177,8 @@ def test_a_real_run_of_the_default_config_draws_its_plots(request):
     html = (request.getfixturevalue("penguin_runs")["full"] / REPORT_FILE).read_text(encoding="utf-8")
     [section] = re.findall(r'<section[^>]*id="plots".*?</section>', html, flags=re.S)
     assert "computed no plots" not in section
-    series = re.findall(r'<polyline class="series" points="([^"]*)"', section)
+    whole_split, per_slice = section.split("<h3>Per slice</h3>")  # the run is sliced by island
+    series = re.findall(r'<polyline class="series" points="([^"]*)"', whole_split)
     assert len(series) >= 6 and all(points.count(",") > 10 for points in series), "a ROC and a PR curve per class"
-    assert "<table" in section, "the confusion matrix"
+    assert "<table" in whole_split, "the confusion matrix"
+    assert per_slice.count('<details class="slice-plots">') == 3, "the pictures of each island"
