@@ -82,13 +82,9 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
     elif config.beam.runner == "dataflow" and mount_of(config.data.path, kubeflow):
         problem("data.path", f"ingest runs on Dataflow's workers, which cannot mount kubeflow.volumes "
                              f"({mount_of(config.data.path, kubeflow)}): put the data in the pipeline image")
-    store = kubeflow.store
-    read = [("data.path", config.data.path), ("predict.data", config.predict.data if config.predict else "")]
-    for key, path in read + [(shared.key, shared.path) for shared in shared_paths(config)]:
-        if require_cluster and path.startswith("minio://") and (store is None or store.endpoint is None):
-            problem("kubeflow.store.endpoint", f"required to read {key} {path} in the steps: minio:// is an S3 API at an "
-                    "endpoint that Kubeflow's launcher knows from its kfp-launcher ConfigMap, which the steps' code does "
-                    "not see; give it, e.g. http://minio-service.kubeflow:9000, and kubeflow.store.secret")
+    if require_cluster:
+        for message in _minio_without_endpoint(config):
+            problem("kubeflow.store.endpoint", message)
     predict_problem = _pod_path_problem(config.predict.data, urls=buckets.SCHEMES) if config.predict else None
     if predict_problem:
         problem("predict.data", predict_problem)
@@ -100,13 +96,22 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
         # A bucket is shared by every step and run: the pusher publishes there with a marker written last and a
         # conditional-create lease (components/pusher/bucket_versions.py), the reference schema is one conditional create.
         if not os.path.isabs(shared.path) and not buckets.is_store_uri(shared.path):
-            problem(
-                shared.key,
-                f"{shared.what} must be an absolute path on a volume mounted in every step (kubeflow.volumes) or in a "
-                f"bucket ({', '.join(buckets.SCHEMES)}), which all runs share: {shared.why}; a relative path means nothing "
-                "in a pod",
-            )
+            problem(shared.key, f"{shared.what} must be an absolute path on a volume mounted in every step (kubeflow.volumes) "
+                                f"or in a bucket ({', '.join(buckets.SCHEMES)}), which all runs share: {shared.why}; a "
+                                "relative path means nothing in a pod")
     return problems
+
+
+def _minio_without_endpoint(config: Config) -> list[str]:
+    """Why each minio:// path the steps read or write needs kubeflow.store.endpoint, when it is not given."""
+    store = config.kubeflow.store
+    if store is not None and store.endpoint is not None:
+        return []
+    used = [("data.path", config.data.path), ("predict.data", config.predict.data if config.predict else "")]
+    used += [(shared.key, shared.path) for shared in shared_paths(config)]
+    return [f"required to read {key} {path} in the steps: minio:// is an S3 API at an endpoint that Kubeflow's launcher "
+            "knows from its kfp-launcher ConfigMap, which the steps' code does not see; give it, e.g. "
+            "http://minio-service.kubeflow:9000, and kubeflow.store.secret" for key, path in used if path.startswith("minio://")]
 
 
 def mount_warnings(config: Config) -> list[str]:

@@ -17,6 +17,7 @@ from tfx.types import standard_artifacts
 from dtfx.components import buckets
 from dtfx.components.baseline_model import executor as baseline_executor
 from dtfx.components.pusher import bucket_versions, executor, versions
+from dtfx.components.reference_schema.executor import Executor as ReferenceSchemaExecutor
 from dtfx.components.reference_schema.executor import reference_exists, store_reference
 from dtfx.pipeline.kubeflow.object_store import local_s3_server
 from tests.components.test_pusher import NOW, trained_model
@@ -235,3 +236,21 @@ def test_the_reference_schema_s_first_writer_wins(serving_dir, tmp_path):
     assert reference_exists(reference)
     assert buckets.open(reference).read() == first.read_bytes()
     assert not reference_exists("s3://no-such-bucket-for-reference/schema.pbtxt")
+
+
+def test_the_reference_schema_step_reads_the_reference_from_the_bucket(serving_dir, tmp_path):
+    reference = serving_dir.replace("/serving", "/artifacts/reference_schema/schema.pbtxt")
+    inferred = standard_artifacts.Schema()
+    inferred.uri = str(tmp_path / "inferred")
+    os.makedirs(inferred.uri)
+    (tmp_path / "inferred" / "schema.pbtxt").write_text('feature { name: "inferred" }\n')
+
+    def run_step() -> tuple[str, str]:
+        output = standard_artifacts.Schema()
+        output.uri = str(tmp_path / f"out-{len(os.listdir(tmp_path))}")
+        ReferenceSchemaExecutor().Do({"schema": [inferred]}, {"reference_schema": [output]}, {"reference_path": reference})
+        return output.get_string_custom_property("source"), (tmp_path / output.uri / "schema.pbtxt").read_text()
+
+    assert run_step() == ("inferred", 'feature { name: "inferred" }\n')
+    buckets.put(reference, b'feature { name: "kept" }\n')
+    assert run_step() == ("reference", 'feature { name: "kept" }\n')

@@ -1,0 +1,104 @@
+"""Outputs in a bucket on a local `dtfx run`: `pusher.serving_dir` may be s3:// (published by a marker written last and
+one archive, against moto's S3 server on 127.0.0.1); `pipeline.output_root` may not, and says why with exit code 2."""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+
+import pytest
+import yaml
+
+from dtfx.components import buckets
+from dtfx.components.baseline_model.executor import SOURCE_VERSION
+from dtfx.components.pusher import bucket_versions
+from dtfx.pipeline.kubeflow.object_store import local_s3_server
+from tests.conftest import default_config, run_dtfx, set_key
+
+STORE_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
+PENGUINS_CSV = importlib.resources.files("palmerpenguins") / "data" / "penguins.csv"
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    with local_s3_server() as store:
+        yield store
+
+
+@pytest.fixture
+def store_env(s3_server, monkeypatch) -> dict[str, str]:
+    env = {buckets.ENDPOINT_ENV: s3_server.endpoint, **STORE_ENV}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+@pytest.fixture
+def bucket(s3_server, store_env, request) -> str:
+    name = f"out{abs(hash(request.node.name)) % 10**8}"
+    s3_server.ensure_bucket(f"s3://{name}")
+    return f"s3://{name}"
+
+
+def write_config(tmp_path, name: str, **keys):
+    config = set_key(default_config(), "data.path", str(PENGUINS_CSV))
+    config = set_key(config, "pipeline.output_root", str(tmp_path / "outputs"))
+    for key, value in keys.items():
+        config = set_key(config, key, value)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def test_a_local_run_with_a_bucket_output_root_exits_2_saying_why(bucket, store_env, tmp_path):
+    config = write_config(tmp_path, "config.yaml", **{"pipeline.output_root": f"{bucket}/dtfx"})
+    result = run_dtfx("run", str(config), cwd=tmp_path, **store_env)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "pipeline.output_root" in result.stderr
+    assert "put the pushed models in a bucket with pusher.serving_dir" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "s3:").exists(), "no local directory named after the URI"
+
+
+def test_validate_accepts_a_bucket_serving_dir_and_refuses_another_url(bucket, store_env, tmp_path):
+    good = write_config(tmp_path, "good.yaml", **{"pusher.serving_dir": f"{bucket}/serving"})
+    result = run_dtfx("validate", str(good), **store_env)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+    bad = write_config(tmp_path, "bad.yaml", **{"pusher.serving_dir": "http://models.example.com/serving"})
+    result = run_dtfx("validate", str(bad), **store_env)
+    assert result.returncode == 2 and "pusher.serving_dir" in result.stderr and "or a bucket" in result.stderr
+
+
+def baseline_versions(metadata: str) -> list[str]:
+    """Every baseline's source_version recorded in the run's ML Metadata store, oldest first."""
+    from ml_metadata.metadata_store import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+
+    connection = metadata_store_pb2.ConnectionConfig()
+    connection.sqlite.filename_uri = metadata
+    connection.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    store = metadata_store.MetadataStore(connection)
+    found = [artifact for artifact in store.get_artifacts_by_type("Model") if SOURCE_VERSION in artifact.custom_properties]
+    return [artifact.custom_properties[SOURCE_VERSION].string_value for artifact in sorted(found, key=lambda a: a.id)]
+
+
+@pytest.mark.slow
+def test_a_local_run_pushes_to_a_bucket_and_the_next_run_s_baseline_is_that_version(bucket, store_env, tmp_path):
+    serving_dir = f"{bucket}/penguins/serving"
+    keys = {"pusher.serving_dir": serving_dir, "trainer.train_steps": 100, "trainer.eval_steps": 5,
+            "trainer.distribution": {"strategy": "one_device"}, "evaluator.thresholds": {"accuracy": {"lower_bound": 0.5}}}
+    first = run_dtfx("run", str(write_config(tmp_path, "first.yaml", **keys)), timeout=900, **store_env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    published = bucket_versions.newest_published(serving_dir)
+    assert published is not None, first.stdout[-2000:]
+    version = published[0]
+    assert bucket_versions.archived_version(serving_dir) == version
+    marker = json.loads(buckets.open(f"{published[1]}/.dtfx-push.json").read())
+    assert set(marker) == {"model_digest", "source"}
+
+    # Without the cache, so that the baseline step runs again and reads the bucket.
+    second = run_dtfx("run", str(write_config(tmp_path, "second.yaml", **keys, **{"pipeline.enable_cache": False})),
+                      timeout=900, **store_env)
+    assert second.returncode == 0, second.stderr[-4000:]
+    assert baseline_versions(str(tmp_path / "outputs" / "penguins" / "metadata.sqlite"))[-1] == str(version)
