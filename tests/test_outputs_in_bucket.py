@@ -102,3 +102,14 @@ def test_a_local_run_pushes_to_a_bucket_and_the_next_run_s_baseline_is_that_vers
                       timeout=900, **store_env)
     assert second.returncode == 0, second.stderr[-4000:]
     assert baseline_versions(str(tmp_path / "outputs" / "penguins" / "metadata.sqlite"))[-1] == str(version)
+
+
+def test_compile_takes_a_bucket_output_root_and_asks_minio_for_the_store_endpoint(tmp_path, capsys):
+    from tests.kubeflow.test_compile import cli, cluster_config, write
+
+    for root, code in [("s3://team/dtfx", 0), ("gs://team/dtfx", 0), ("minio://mlpipeline/dtfx", 2)]:
+        config = cluster_config(**{"kubeflow.volumes": [], "data.path": "s3://team/data/*.csv", "pipeline.output_root": root})
+        del config["pusher"]["serving_dir"]
+        result, _, err = cli(capsys, "compile", str(write(tmp_path / "config.yaml", config)), "-o", str(tmp_path / "p.yaml"))
+        assert result == code, err
+    assert "kubeflow.store.endpoint" in err and "required to read pipeline.output_root minio://mlpipeline/dtfx" in err

@@ -21,6 +21,7 @@ from dtfx.components.reference_schema.executor import Executor as ReferenceSchem
 from dtfx.components.reference_schema.executor import reference_exists, store_reference
 from dtfx.pipeline.kubeflow.object_store import local_s3_server
 from tests.components.test_pusher import NOW, trained_model
+from tests.kubeflow.test_object_store import gcs_emulator  # noqa: F401 - a fixture, asked for by name
 
 
 @pytest.fixture(scope="module")
@@ -254,3 +255,16 @@ def test_the_reference_schema_step_reads_the_reference_from_the_bucket(serving_d
     assert run_step() == ("inferred", 'feature { name: "inferred" }\n')
     buckets.put(reference, b'feature { name: "kept" }\n')
     assert run_step() == ("reference", 'feature { name: "kept" }\n')
+
+
+def test_publish_and_read_back_on_gcs(gcs_emulator, models, tmp_path, frozen_clock):  # noqa: F811 - the fixture
+    """The same order through google-cloud-storage (gcp-storage-emulator ignores ifGenerationMatch=0, so the lease's
+    refusal is proven on S3 only)."""
+    gcs_emulator.create_bucket("models")
+    serving_dir = "gs://models/penguins/serving"
+    push(models[0], serving_dir, tmp_path)
+    push(models[1], serving_dir, tmp_path)
+
+    assert baseline_version(serving_dir) == NOW + 1 == bucket_versions.archived_version(serving_dir)
+    assert f"{NOW + 1}/saved_model.pb" in unpack_as_kserve_does(serving_dir, tmp_path)
+    assert not [key for key in keys(serving_dir) if key.startswith((".staging/", ".push.lease"))]
