@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 
 from dtfx.pipeline.cli_args import OutputKind, add_config_verb, check_output
 from dtfx.pipeline.errors import UserError
@@ -24,15 +25,28 @@ PREDICTIONS = OutputKind(
 )
 
 
-def latest_pushed_model(serving_dir: str) -> str:
-    """The newest version in `serving_dir` (numbered directories appear only when complete)."""
+def latest_pushed_model(serving_dir: str, scratch: str) -> tuple[str, str]:
+    """The newest pushed version in `serving_dir`: (where it is, a local directory of it). On a path, numbered
+    directories appear only when complete; in a bucket, the newest version with its marker (bucket_versions),
+    downloaded under `scratch`."""
+    from dtfx.components import buckets
+    from dtfx.components.pusher import bucket_versions
     from dtfx.components.pusher.versions import existing_versions
 
-    versions = existing_versions(serving_dir)
-    if not versions:
-        raise UserError(f"no pushed model in {serving_dir}: run the pipeline until a model is pushed, "
-                        "or name a SavedModel directory with --model")
-    return os.path.join(serving_dir, str(versions[-1]))
+    if buckets.is_store_uri(serving_dir):
+        newest = bucket_versions.newest_published(serving_dir)
+        if newest is not None:
+            version, uri = newest
+            local = os.path.join(scratch, str(version))
+            buckets.download(uri, local)
+            return uri, local
+    else:
+        versions = existing_versions(serving_dir)
+        if versions:
+            local = os.path.join(serving_dir, str(versions[-1]))
+            return local, local
+    raise UserError(f"no pushed model in {serving_dir}: run the pipeline until a model is pushed, "
+                    "or name a SavedModel directory with --model")
 
 
 def run_prediction(config, config_path: str, data: str, output: str, model: str | None = None,
@@ -50,11 +64,15 @@ def run_prediction(config, config_path: str, data: str, output: str, model: str 
 
     try:
         check_predictions_output(output, config_path, data)
-        model_dir = _resolved("--model", model) if model else latest_pushed_model(layout.serving_dir(config))
-        if not os.path.isdir(model_dir) and "://" not in model_dir:
-            raise UserError(f"--model {model}: no such directory")
-        return model_dir, predict(lambda: beam.Pipeline(argv=pipeline_args(config.beam, config.kubeflow.image)),
-                                  model_dir, _resolved("--data", data), _resolved("--output", output),
+        with tempfile.TemporaryDirectory(prefix="dtfx-model-") as scratch:
+            if model:
+                shown = local = _resolved("--model", model)
+            else:
+                shown, local = latest_pushed_model(layout.serving_dir(config), scratch)
+            if not os.path.isdir(local) and "://" not in local:
+                raise UserError(f"--model {model}: no such directory")
+            return shown, predict(lambda: beam.Pipeline(argv=pipeline_args(config.beam, config.kubeflow.image)),
+                                  local, _resolved("--data", data), _resolved("--output", output),
                                   feature_lists(config), keys)
     except StepError as error:
         raise UserError(str(error)) from None

@@ -371,8 +371,9 @@ class KubeflowSection(Section):
     )
     volumes: list[VolumeMount] = Field(
         default_factory=list,
-        description="PersistentVolumeClaims mounted in every step: what pods must share and keep, such as the data "
-        "(data.path), the serving directory (pusher.serving_dir) and a curated schema (schema.path).",
+        description="PersistentVolumeClaims mounted in every step: what pods must share and keep when it is not in a "
+        "bucket, such as the data (data.path), the serving directory (pusher.serving_dir) and a curated schema "
+        "(schema.path).",
     )
     resources: dict[str, StepResources] = Field(
         default_factory=dict,

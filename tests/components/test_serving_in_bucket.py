@@ -268,3 +268,16 @@ def test_publish_and_read_back_on_gcs(gcs_emulator, models, tmp_path, frozen_clo
     assert baseline_version(serving_dir) == NOW + 1 == bucket_versions.archived_version(serving_dir)
     assert f"{NOW + 1}/saved_model.pb" in unpack_as_kserve_does(serving_dir, tmp_path)
     assert not [key for key in keys(serving_dir) if key.startswith((".staging/", ".push.lease"))]
+
+
+def test_dtfx_predict_finds_the_newest_published_version_in_a_bucket(models, serving_dir, tmp_path):
+    from dtfx.pipeline.batch_prediction import latest_pushed_model
+    from dtfx.pipeline.errors import UserError
+
+    with pytest.raises(UserError, match="no pushed model in s3://"):
+        latest_pushed_model(serving_dir, str(tmp_path / "scratch"))
+    push(models[0], serving_dir, tmp_path)
+    version, uri = bucket_versions.newest_published(serving_dir)
+    shown, local = latest_pushed_model(serving_dir, str(tmp_path / "scratch"))
+    assert shown == uri and os.path.basename(local) == str(version)
+    assert tf.saved_model.contains_saved_model(local), os.listdir(local)
