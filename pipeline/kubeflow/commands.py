@@ -32,6 +32,9 @@ DEFAULT_OUTPUT = "pipeline.yaml"
 S3_CLIENT_MODULES = ("boto3",)
 S3_SERVER_MODULES = ("moto", "flask", "flask_cors")
 REHEARSE_EXTRA = "pip install 'dtfx[rehearse]'"
+# Where the rehearsals of a pipeline whose output_root is a bucket keep their local files, in the current directory.
+LOCAL_HOME = ".dtfx"
+BUCKET_OUTPUTS = "outputs"  # in a rehearsal's workdir: copies of the pipeline's outputs kept in buckets
 
 
 def add_commands(verbs) -> None:
@@ -249,7 +252,9 @@ def rehearse_command(args) -> int:
         raise UserError(f"--python {args.python} is not the pipeline image's environment, so a rehearsal there would "
                         "prove nothing about the cluster:\n  " + "\n  ".join(different) +
                         "\nrehearse in the environment of `make setup` (.venv), which installs requirements.lock")
-    workdir = args.workdir or os.path.join(layout.pipeline_dir(config), "rehearsals", f"{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    local_side = _local_side(config)  # with a bucket output_root, a local home for what a rehearsal keeps here
+    started_at = f"{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    workdir = args.workdir or os.path.join(layout.pipeline_dir(local_side), "rehearsals", started_at)
     workdir = os.path.abspath(workdir)
     root = config.kubeflow.pipeline_root or DEFAULT_ROOT
     kfp_version = args.kfp_version or config.kubeflow.kfp_version
@@ -264,7 +269,7 @@ def rehearse_command(args) -> int:
     from dtfx.pipeline.kubeflow.rehearsal import REPORT_FILE, RehearsalError, load_spec, rehearse, store_environment
     spec_path = os.path.join(workdir, DEFAULT_OUTPUT)
     # It pushes to the pipeline's serving directory, as a run does: never beside a run of the same pipeline.
-    with run_lock.exclusive(config), _rehearsal_store(args.s3_endpoint) as store:
+    with run_lock.exclusive(local_side), _rehearsal_store(args.s3_endpoint) as store:
         from dtfx.pipeline.kubeflow.cache import RehearsalMetadata, metadata_directory
 
         for local, uri in uploads:
@@ -275,12 +280,13 @@ def rehearse_command(args) -> int:
                 config = load_config(args.config, args.overrides)
 
         # Kubeflow's cache outlives a run: so does the rehearsals' (the server a rehearsal starts keeps no objects).
-        metadata = RehearsalMetadata(metadata_directory(layout.pipeline_dir(config), args.s3_endpoint),
+        metadata = RehearsalMetadata(metadata_directory(layout.pipeline_dir(local_side), args.s3_endpoint),
                                      keep_objects=not args.s3_endpoint)
         compile_pipeline(config, spec_path, config.kubeflow.image or REHEARSAL_IMAGE, root)
         print(f"compiled: {spec_path}")
         values = run_form.parse_params(args.param, run_form.declared(load_spec(spec_path))) if args.param else {}
-        store.ensure_bucket(root)
+        for uri in [root, *_bucket_outputs(config)]:  # the cluster's buckets exist; the server a rehearsal starts is empty
+            store.ensure_bucket(uri)
         print(f"artifacts: {root} in the S3 API at {store.endpoint}")
         print(f"{'task':<18}{'state':<11}{'seconds':>8}", flush=True)
         try:
@@ -290,7 +296,41 @@ def rehearse_command(args) -> int:
             raise RuntimeError(str(error)) from None
         # This run's own objects: a cached task's are where the run that made them put them.
         store.mirror(f"{root.rstrip('/')}/{config.pipeline.name}/{result.run_id}", os.path.join(workdir, "store"))
+        _keep_bucket_outputs(config, store, metadata, os.path.join(workdir, BUCKET_OUTPUTS))
     return _print_outcome(result, metadata, workdir, os.path.join(workdir, REPORT_FILE), time.monotonic() - started)
+
+
+def _local_side(config):
+    """The config whose `<output_root>/<name>` holds the rehearsals' local files (the lock, default workdirs, the cache's
+    metadata): itself, or, when pipeline.output_root is a bucket, one whose output_root is LOCAL_HOME here."""
+    from dtfx.components import buckets
+
+    if not buckets.is_store_uri(config.pipeline.output_root):
+        return config
+    return config.model_copy(update={"pipeline": config.pipeline.model_copy(update={"output_root": os.path.abspath(LOCAL_HOME)})})
+
+
+def _bucket_outputs(config) -> list[str]:
+    """The URIs of the serving directory and the reference schema, those of them that are in a bucket."""
+    from dtfx.components import buckets
+    from dtfx.pipeline.kubeflow.checks import shared_paths
+
+    return [shared.path for shared in shared_paths(config) if buckets.is_store_uri(shared.path)]
+
+
+def _keep_bucket_outputs(config, store, metadata, directory: str) -> None:
+    """The serving directory and the reference schema, where they are in a bucket: kept for the next rehearsal (the S3
+    server a rehearsal starts forgets them, as the artifacts: cache.RehearsalMetadata.keep) and copied to `directory`,
+    `<bucket>/<key>`, to look at."""
+    from dtfx.components import buckets
+
+    for uri in _bucket_outputs(config):
+        metadata.keep(store, uri)
+        bucket, _ = buckets.split_uri(uri)
+        for key in store.objects(uri):
+            target = os.path.join(directory, bucket, key)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            store.client.download_file(bucket, key, target)
 
 
 def _rehearsal_store(s3_endpoint: str | None):
@@ -315,6 +355,8 @@ def _print_outcome(result, metadata, workdir: str, report: str, seconds: float) 
     print(_cache_line(result, metadata))
     print(f"logs: {workdir}/logs")
     print(f"the objects this run wrote, copied from the store: {workdir}/store")
+    if os.path.isdir(os.path.join(workdir, BUCKET_OUTPUTS)):
+        print(f"the serving directory and reference schema in buckets, copied from the store: {workdir}/{BUCKET_OUTPUTS}")
     print(f"task states: {report}")
     if not result.success:
         print(f"error: {result.message}", file=sys.stderr)

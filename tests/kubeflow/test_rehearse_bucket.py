@@ -1,8 +1,10 @@
-"""`dtfx rehearse` with the data in a bucket and no volume: the steps get the compiled `kubeflow.store` environment and
-secrets as Kubeflow's driver gives them, with the rehearsal's S3 server and keys standing in for the cluster's.
+"""`dtfx rehearse` with the data and outputs in buckets and no volume: the steps get the compiled `kubeflow.store`
+environment and secrets as Kubeflow's driver gives them, with the rehearsal's S3 server and keys standing in for the
+cluster's.
 
-The fast tests check the pieces (the driver's environment, the stand-ins, refusals before anything runs); the slow one
-rehearses the shipped config, shrunk, with `data.path: s3://...` uploaded by `--upload` to the server it starts.
+The fast tests check the pieces (the driver's environment, the stand-ins, refusals before anything runs); the slow ones
+rehearse the shipped config, shrunk, twice, with `data.path: s3://...` uploaded by `--upload` to the server each
+rehearsal starts and `pipeline.output_root` in a bucket: the first pushes a model that serves, the second's baseline is it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -28,15 +31,18 @@ STORE = {"endpoint": CLUSTER_ENDPOINT,
          "secret": {"name": "mlpipeline-minio-artifact", "access_key_key": "accesskey", "secret_key_key": "secretkey"}}
 TEAM_SECRET = {"name": "team-api", "env": {"TEAM_TOKEN": "token"}}  # a secret the rehearsal cannot know
 DATA_BUCKET = "s3://penguins-data/data"
+OUTPUT_ROOT = "s3://penguins-models/out"
+SERVING_DIR = f"{OUTPUT_ROOT}/penguins/serving"
 SHRUNK = {"data.sharding.num_shards": 1, "trainer.train_steps": 40, "trainer.eval_steps": 2, "trainer.batch_size": 32,
           "trainer.learning_rate": 0.05, "trainer.distribution": {"strategy": "default"},
           "evaluator.thresholds": {"accuracy": {"lower_bound": 0.7}}}
 
 
 def bucket_config(directory: Path, **keys) -> Path:
-    """The shipped config, shrunk, reading its data from DATA_BUCKET with kubeflow.store set and no kubeflow.volumes."""
+    """The shipped config, shrunk, reading its data from DATA_BUCKET and writing its outputs to OUTPUT_ROOT, with
+    kubeflow.store set and no kubeflow.volumes."""
     config = default_config()
-    settings = {"pipeline.output_root": str(directory / "outputs"), "data.path": f"{DATA_BUCKET}/*.csv",
+    settings = {"pipeline.output_root": OUTPUT_ROOT, "data.path": f"{DATA_BUCKET}/*.csv",
                 "kubeflow.store": STORE, "kubeflow.secrets": [TEAM_SECRET], **SHRUNK, **keys}
     for key, value in settings.items():
         config = set_key(config, key, value)
@@ -93,9 +99,9 @@ def test_a_bad_upload_exits_2_naming_it(word, message, tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def bucket_rehearsal(tmp_path_factory) -> dict:
-    """One `dtfx rehearse` of the shrunk shipped config with its data uploaded to the S3 server it starts: the
-    command's result, its rehearsal.json and the local data directory."""
+def bucket_rehearsals(tmp_path_factory) -> dict:
+    """Two `dtfx rehearse` of the shrunk shipped config, each with its data uploaded to the S3 server it starts, the
+    second with a new learning rate: name -> the command's result, its rehearsal.json, its workdir; and the data rows."""
     tmp = tmp_path_factory.mktemp("bucket_rehearsal")
     data = penguins_csv(tmp / "data")
     with open(data) as handle:  # two objects, as a team's export would write them
@@ -104,11 +110,22 @@ def bucket_rehearsal(tmp_path_factory) -> dict:
         with open(data.parent / name, "w", newline="") as handle:
             csv.writer(handle).writerows(part)
     data.unlink()
-    workdir = tmp / "work"
-    result = run_dtfx("rehearse", str(bucket_config(tmp)), "--upload", f"{data.parent}={DATA_BUCKET}",
-                      "--workdir", str(workdir), timeout=900)
-    report = json.loads((workdir / "rehearsal.json").read_text()) if (workdir / "rehearsal.json").is_file() else {}
-    return {"result": result, "report": report, "data": data.parent, "workdir": workdir, "rows": rows}
+    config = bucket_config(tmp)
+    found = {"data": data.parent, "rows": rows}
+    for name, overrides in (("first", []), ("second", ["--set", "trainer.learning_rate=0.1"])):
+        workdir = tmp / name
+        # In tmp: with a bucket output_root the rehearsals' cache lives in the current directory (.dtfx).
+        result = run_dtfx("rehearse", str(config), *overrides, "--upload", f"{data.parent}={DATA_BUCKET}",
+                          "--workdir", str(workdir), cwd=tmp, timeout=900)
+        report = json.loads((workdir / "rehearsal.json").read_text()) if (workdir / "rehearsal.json").is_file() else {}
+        found[name] = {"result": result, "report": report, "workdir": workdir}
+    return found
+
+
+@pytest.fixture(scope="module")
+def bucket_rehearsal(bucket_rehearsals) -> dict:
+    """The first of bucket_rehearsals, with the data."""
+    return {**bucket_rehearsals["first"], "data": bucket_rehearsals["data"], "rows": bucket_rehearsals["rows"]}
 
 
 @pytest.mark.slow
@@ -157,11 +174,34 @@ def test_the_stand_ins_are_in_the_report_the_logs_and_the_output(bucket_rehearsa
     assert all(f"driver: stand-in: {line}" in train for line in expected)
 
 
+def pushed_version(result) -> int:
+    """The version the rehearsal says it pushed to the serving directory in the bucket."""
+    pushed = re.search(r"^pushed: (\S+)$", result.stdout, re.MULTILINE).group(1)
+    assert pushed.startswith(f"{SERVING_DIR}/"), pushed
+    return int(pushed.rstrip("/").rsplit("/", 1)[1])
+
+
 @pytest.mark.slow
-def test_the_pushed_model_serves(bucket_rehearsal, tmp_path):
-    result = bucket_rehearsal["result"]
-    pushed = re.search(r"^pushed: (/.+)$", result.stdout, re.MULTILINE).group(1)
-    assert (Path(pushed) / "saved_model.pb").is_file()
+def test_the_pushed_model_is_published_in_the_bucket_and_serves(bucket_rehearsal, tmp_path):
+    version = pushed_version(bucket_rehearsal["result"])
+    # The serving directory as the rehearsal copied it out of its store (the bucket's keys under <workdir>/outputs).
+    serving = bucket_rehearsal["workdir"] / "outputs" / SERVING_DIR.removeprefix("s3://")
+    assert (serving / "versions" / str(version) / ".dtfx-push.json").is_file(), "published: its marker is there"
+    with tarfile.open(serving / "serving.tar.gz") as archive:  # what KServe's storage initializer downloads and unpacks
+        archive.extractall(tmp_path, filter="data")
+    assert [path.name for path in tmp_path.iterdir()] == [str(version)]
     header, *rows = bucket_rehearsal["rows"]
-    predicted = serve(pushed, [dict(zip(header, row, strict=True)) for row in rows[:40]])
+    predicted = serve(str(tmp_path / str(version)), [dict(zip(header, row, strict=True)) for row in rows[:40]])
     assert set(predicted) <= SPECIES and len(predicted) == 40
+
+
+@pytest.mark.slow
+def test_the_second_rehearsal_s_baseline_is_the_first_one_s_model(bucket_rehearsals):
+    first, second = bucket_rehearsals["first"], bucket_rehearsals["second"]
+    assert second["result"].returncode == 0, second["result"].stdout + second["result"].stderr
+    states = {task["name"]: task["state"] for task in second["report"]["tasks"]}
+    # Uploaded again, the data's objects are newer (data_fingerprint reads their update times), so ingest runs again too.
+    assert states["train"] == "run" and states["baseline"] == "run" and set(states.values()) == {"run"}, states
+    version = pushed_version(first["result"])
+    baseline = (second["workdir"] / "logs" / "baseline.log").read_text()
+    assert f"Baseline: version {version} from {SERVING_DIR}/versions/{version}" in baseline, baseline[-3000:]
