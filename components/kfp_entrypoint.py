@@ -20,6 +20,7 @@ import sys
 
 from dtfx.components import garbage_collection, kfp_executor_input, run_parameters
 from dtfx.components.compat import skip_tfx_sdist
+from dtfx.components.errors import StepError
 
 TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 
@@ -28,7 +29,8 @@ def main(argv: list[str] | None = None) -> None:
     """Writes the run parameters into the exec properties, prepares the executor input, then runs TFX's Kubeflow V2
     entrypoint as `python -m` would.
 
-    A run parameter whose value is not of its type ends the step with exit code 2, before any work.
+    A run parameter whose value is not of its type ends the step with exit code 2, before any work; so does a
+    StepError of the executor (one line on stderr, no traceback).
     """
     try:
         argv = run_parameters.apply(sys.argv[1:] if argv is None else argv)
@@ -44,6 +46,9 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit as ended:  # absl's app.run ends with sys.exit, also on success
         if ended.code not in (None, 0):
             raise
+    except StepError as error:  # what the user can fix (the data, a bucket, a setting): said plainly, as dtfx run says it
+        print(f"dtfx: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     kfp_executor_input.finish(prepared)
 
 

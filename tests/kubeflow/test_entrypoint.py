@@ -273,3 +273,30 @@ def test_executor_logs_only_where_the_deployment_publishes_logs(tmp_path):
 def test_a_release_kfp_version_does_not_know_is_refused():
     with pytest.raises(ValueError, match="'2.18' is not one of 2.0, 2.1, .*, 2.17"):
         driver.profile("2.18")
+
+
+class RefusingExecutor:
+    """An executor that refuses its input as dtfx's executors refuse a user's mistake (StepError)."""
+
+    def __init__(self, context=None):
+        self.context = context
+
+    def Do(self, input_dict, output_dict, exec_properties):  # noqa: N802 - TFX's name
+        from dtfx.components.buckets import ObjectMissing
+
+        raise ObjectMissing("s3://no-such-bucket/penguins/reference/schema.pbtxt: the bucket does not exist")
+
+
+def test_a_steps_error_the_user_can_fix_ends_it_with_exit_2_and_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    executor_input = {"inputs": {}, "outputs": {"outputFile": str(tmp_path / "output_metadata.json")}}
+    done = subprocess.run([sys.executable, "-m", "dtfx.components.kfp_entrypoint", "--executor_class_path",
+                           f"{__name__}.RefusingExecutor", EXECUTOR_INPUT_FLAG, json.dumps(executor_input)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "dtfx: s3://no-such-bucket/penguins/reference/schema.pbtxt: the bucket does not exist" in done.stderr
+    assert "Traceback" not in done.stderr
