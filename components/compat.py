@@ -285,3 +285,39 @@ def own_class_per_unpickled_combine_fn() -> None:
     _lookup_class_or_track.dtfx_own_class = True
     _lookup_class_or_track.__wrapped__ = original
     cloudpickle._lookup_class_or_track = _lookup_class_or_track
+
+
+def no_intervals_of_private_metrics() -> None:
+    """Leaves TFMA's private metrics (a name starting with one `_`: the confusion matrices, calibration histograms and
+    class weights its public metrics are derived from) out of the samples its confidence intervals are computed from.
+
+    Upstream: TFMA 0.47.1's `confidence_intervals_util.SampleCombineFn.add_input` keeps every numeric or
+    StructuredMetricValue of every resample, private ones too, and its jackknife and Poisson bootstrap `extract_output`
+    (evaluators/jackknife.py, poisson_bootstrap.py) compute a mean and a standard deviation of each kept value, the
+    10,000-threshold `binary_confusion_matrices.Matrices` of every AUC included, element-wise in Python
+    (`types.StructuredMetricValue._apply_binary_op`). No CI-derived computation reads them (`_add_ci_derived_metrics`
+    has none in the metrics dtfx asks for) and `_remove_private_metrics` drops them right after
+    (metrics_plots_and_validations_evaluator.py), so the public metrics and their intervals are unchanged. The
+    unsampled values (the point estimates) still keep them. Applies to combine functions run in this process (the
+    DirectRunner): a remote worker imports TFMA unpatched and computes the same output the slow way. Idempotent.
+    """
+    from tensorflow_model_analysis.evaluators import confidence_intervals_util
+
+    original = confidence_intervals_util.SampleCombineFn.add_input
+    if getattr(original, "dtfx_public_only", False):
+        return
+
+    def add_input(self, accumulator, sample):
+        if sample.sample_id != self._full_sample_id:
+            metrics = {key: value for key, value in sample.metrics.items() if not _is_private(key.name)}
+            sample = confidence_intervals_util.SampleMetrics(metrics=metrics, sample_id=sample.sample_id)
+        return original(self, accumulator, sample)
+
+    add_input.dtfx_public_only = True
+    add_input.__wrapped__ = original
+    confidence_intervals_util.SampleCombineFn.add_input = add_input
+
+
+def _is_private(name: str) -> bool:
+    """TFMA's private metric names (metrics_plots_and_validations_evaluator._is_private_metrics)."""
+    return name.startswith("_") and not name.startswith("__")

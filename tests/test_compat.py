@@ -431,3 +431,33 @@ def test_hot_key_fanout_on_threads_calls_an_unset_combine_fn_unless_each_copy_ke
     assert fresh_python(_TWO_COPIES.format(patch=patch)) == "0"
     # The patch works: each copy is set up and used, and the sum is right.
     assert fresh_python(_HOT_KEY_FANOUT.format(patch=patch, args=args)) == str(sum(range(100)))
+
+
+_RESAMPLES = """
+{patch}
+from tensorflow_model_analysis.evaluators import confidence_intervals_util, jackknife
+from tensorflow_model_analysis.metrics import binary_confusion_matrices, metric_types
+
+combine = jackknife._JackknifeSampleCombineFn(num_jackknife_samples=2)
+public, private = metric_types.MetricKey("auc"), metric_types.MetricKey("_binary_confusion_matrices")
+accumulator = combine.create_accumulator()
+for sample_id, value in ((jackknife._FULL_SAMPLE_ID, 0.5), (0, 0.4), (1, 0.7)):
+    matrices = binary_confusion_matrices.Matrices([0.5], [value], [1.0], [1.0], [value])
+    metrics = {{public: value, private: matrices}}
+    accumulator = combine.add_input(accumulator, confidence_intervals_util.SampleMetrics(metrics, sample_id))
+kept = sorted(key.name for key in accumulator.metric_samples)
+result = combine.extract_output(accumulator)
+print(kept, repr(result[public]), type(result[private]).__name__)
+"""
+
+
+def test_tfma_keeps_resamples_of_private_metrics_unless_dtfx_leaves_them_out():
+    patch = "from dtfx.components.compat import no_intervals_of_private_metrics; no_intervals_of_private_metrics()"
+    unpatched = fresh_python(_RESAMPLES.format(patch=""))
+    patched = fresh_python(_RESAMPLES.format(patch=patch))
+    # Still needed: every resample's private confusion matrices are kept, and get an interval nobody reads.
+    assert unpatched.startswith("['_binary_confusion_matrices', 'auc'] ") and unpatched.endswith(" ValueWithTDistribution")
+    # The patch works: the private metric keeps its unsampled value only; the public metric's interval is the same.
+    assert patched.startswith("['auc'] ") and patched.endswith(" Matrices")
+    interval = unpatched.split("] ", 1)[1].rsplit(" ", 1)[0]
+    assert interval.startswith("ValueWithTDistribution(") and patched.split("] ", 1)[1].rsplit(" ", 1)[0] == interval, patched
