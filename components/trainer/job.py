@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from typing import Any, Self
 
 
@@ -26,6 +27,17 @@ class TrainingJob:
     def with_outputs(self, serving_model_dir: str, model_run_dir: str) -> Self:
         """The same job writing its model and run files elsewhere."""
         return dataclasses.replace(self, serving_model_dir=serving_model_dir, model_run_dir=model_run_dir)
+
+    def relocated(self, place: Callable[[str], str]) -> Self:
+        """The same job with every path (file patterns, transform graph, outputs) replaced by `place(path)`."""
+        return dataclasses.replace(
+            self,
+            train_files=[place(pattern) for pattern in self.train_files],
+            eval_files=[place(pattern) for pattern in self.eval_files],
+            transform_output=place(self.transform_output),
+            serving_model_dir=place(self.serving_model_dir),
+            model_run_dir=place(self.model_run_dir),
+        )
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

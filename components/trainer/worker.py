@@ -9,6 +9,10 @@ trains makes the strategy first: a multi-worker strategy must exist before anyth
 TensorFlow's runtime. Under `parameter_server`, workers and parameter servers only serve: the
 chief sends them the steps to run and the variables to hold; the evaluator of
 `evaluation.sidecar` evaluates the chief's checkpoints (dtfx.components.trainer.distributed.sidecar).
+
+Without a training volume JOB_JSON is a URI in the store: a process that trains downloads its inputs into the pod's
+emptyDir (manifest.POD_JOB_DIR), trains from local files, and the chief uploads the model and run files to the URIs
+the job names (docs/design/buckets.md, "Training jobs without a volume").
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 from collections.abc import MutableMapping
 from pathlib import Path
 
+from dtfx.components import buckets
 from dtfx.components.errors import StepError, report_to_log
 from dtfx.components.registry.strategies import STRATEGIES
 from dtfx.components.trainer.distributed import cluster
@@ -26,25 +31,60 @@ from dtfx.components.trainer.kubernetes import manifest
 
 
 def main(argv: list[str]) -> None:
-    """Trains, or serves, as the process that TF_CONFIG names, from the TrainingJob in the JSON file `argv[1]`."""
+    """Trains, or serves, as the process that TF_CONFIG names, from the TrainingJob in the JSON file `argv[1]` (a path,
+    or a URI in the store)."""
     role = set_tf_config(os.environ)  # before anything starts TensorFlow, which reads TF_CONFIG once
     from dtfx.components.trainer import run_fn
     from dtfx.components.trainer.job import TrainingJob
     from dtfx.components.trainer.options import TrainerOptions
     from dtfx.components.trainer.training import devices
 
-    job = TrainingJob.from_json(Path(argv[1]).read_text(encoding="utf-8"))
+    job = TrainingJob.from_json(_read_job_file(argv[1]))
     options = TrainerOptions.from_dict(job.custom_config)
     if role == cluster.EVALUATOR:
         from dtfx.components.trainer.distributed import sidecar
 
         sidecar.evaluate_checkpoints(job, options)
         return
+    in_store = buckets.is_store_uri(argv[1])
     if STRATEGIES.get(options.distribution["strategy"]).processes == "workers_and_servers" and role in ("worker", "ps"):
+        if in_store and role == "worker":  # the chief's dataset functions run here, reading its paths
+            _downloaded(job, argv[1])
         serve()
         return
     strategy = devices.make_strategy(options.distribution)
-    run_fn.train(job, options, strategy)
+    if not in_store:
+        run_fn.train(job, options, strategy)
+        return
+    local = _downloaded(job, argv[1])
+    run_fn.train(local, options, strategy)
+    if devices.worker_index(strategy) == 0:  # the chief: the others' files are temporary (run_fn.train)
+        buckets.upload(local.serving_model_dir, job.serving_model_dir)
+        buckets.upload(local.model_run_dir, job.model_run_dir)
+
+
+def _read_job_file(path: str) -> str:
+    """The TrainingJob JSON at `path`: a file in the pod, or an object in the store."""
+    if buckets.is_store_uri(path):
+        with buckets.open(path) as handle:
+            return handle.read().decode("utf-8")
+    return Path(path).read_text(encoding="utf-8")
+
+
+def _downloaded(job, job_file: str):
+    """`job` with its paths under the store prefix of `job_file` moved to the pod's emptyDir, its inputs downloaded.
+
+    The directory is the job's name under manifest.POD_JOB_DIR in every pod, so that the paths in the dataset functions
+    a parameter-server chief sends its workers name files there too. It goes with the pod; pods run as processes of
+    one machine (tests) share it, and the downloads (each to a temporary file, renamed) of the same objects agree.
+    """
+    staging = job_file.rsplit("/", 1)[0]
+    local_dir = os.path.join(manifest.POD_JOB_DIR, staging.rsplit("/", 1)[-1])
+    local = job.relocated(lambda uri: local_dir + uri.removeprefix(staging))
+    for pattern, local_pattern in zip(job.train_files + job.eval_files, local.train_files + local.eval_files, strict=True):
+        buckets.download(os.path.dirname(pattern), os.path.dirname(local_pattern))  # stage_in's `<dir>/*`
+    buckets.download(job.transform_output, local.transform_output)
+    return local
 
 
 def set_tf_config(environ: MutableMapping[str, str]) -> str | None:

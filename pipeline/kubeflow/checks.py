@@ -59,14 +59,9 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
             "or beam.runner: direct",
         )
 
-    distribution = config.trainer.distribution
-    if require_cluster and cluster.multi_process(distribution.settings()) and kubeflow.training_volume is None:
-        problem(
-            "kubeflow.training_volume",
-            f"required to train in several pods (trainer.distribution.strategy {distribution.strategy}): the claim, one "
-            "of kubeflow.volumes, through which the train step hands the data to its training job's pods and gets the "
-            "model back; pods on different nodes need it ReadWriteMany",
-        )
+    training_problem = _training_job_problem(config) if require_cluster else None
+    if training_problem:
+        problem(*training_problem)
 
     for path, message in unreadable_settings(kubeflow, kubeflow.kfp_version, steps_in_job_pods(config)):
         problem(path, message)
@@ -109,9 +104,28 @@ def _minio_without_endpoint(config: Config) -> list[str]:
         return []
     used = [("data.path", config.data.path), ("predict.data", config.predict.data if config.predict else "")]
     used += [(shared.key, shared.path) for shared in shared_paths(config)]
+    if _stages_in_store(config):  # the training job's pods read their inputs and write the model there
+        used.append(("kubeflow.pipeline_root", config.kubeflow.pipeline_root or ""))
     return [f"required to read {key} {path} in the steps: minio:// is an S3 API at an endpoint that Kubeflow's launcher "
             "knows from its kfp-launcher ConfigMap, which the steps' code does not see; give it, e.g. "
             "http://minio-service.kubeflow:9000, and kubeflow.store.secret" for key, path in used if path.startswith("minio://")]
+
+
+def _training_job_problem(config: Config) -> tuple[str, str] | None:
+    """(YAML path, message) of what keeps a training job's pods from working together without kubeflow.training_volume,
+    through the store under the pipeline root (a bucket: the config refuses any other root)."""
+    if not _stages_in_store(config):
+        return None
+    if config.trainer.evaluation.sidecar:
+        return ("trainer.evaluation.sidecar",
+                "the sidecar evaluator reads the chief's checkpoints as they are written, which pods share only on "
+                "kubeflow.training_volume: set one, or evaluate in the chief (sidecar: false)")
+    return None
+
+
+def _stages_in_store(config: Config) -> bool:
+    """Whether a training job's pods get their data and give the model back through the store (no training volume)."""
+    return cluster.multi_process(config.trainer.distribution.settings()) and config.kubeflow.training_volume is None
 
 
 def mount_warnings(config: Config) -> list[str]:

@@ -259,10 +259,12 @@ def kubernetes_quantities(wanted: StepResources) -> dict[str, str]:
 
 def training_job_settings(config: Config) -> JobSettings | None:
     """The settings of the train step's training job (the `kubeflow` section, as it applies to the train step), or
-    None when the strategy trains in one process. The volume must be set (checks.cluster_problems says so)."""
+    None when the strategy trains in one process. Without a training volume the job's files are staged in the store
+    under kubeflow.pipeline_root, a bucket (the config accepts no other root)."""
     kubeflow = config.kubeflow
     mount = kubeflow.training_mount()
-    if not cluster.multi_process(config.trainer.distribution.settings()) or mount is None:
+    in_store = mount is None and buckets.is_store_uri(kubeflow.pipeline_root or "")
+    if not cluster.multi_process(config.trainer.distribution.settings()) or (mount is None and not in_store):
         return None
     wanted = kubeflow.resources.get(TRAIN_STAGE)
     resources = kubernetes_quantities(wanted) if wanted is not None else {}
@@ -274,8 +276,10 @@ def training_job_settings(config: Config) -> JobSettings | None:
     return JobSettings(
         operator=kubeflow.training_operator,
         image=kubeflow.image or "",
-        volume_claim=mount.claim,
-        volume_mount=mount.mount_path,
+        volume_claim=mount.claim if mount else None,
+        volume_mount=mount.mount_path if mount else None,
+        staging_root=kubeflow.pipeline_root if in_store else None,
+        env=store_env(kubeflow),
         resources=resources,
         secrets_as_env=[{"env": variable, "secret": secret.name, "key": key}
                         for secret in secrets for variable, key in (secret.env or {}).items()] + store_keys,

@@ -92,8 +92,8 @@ def test_compiling_a_one_process_training_removes_an_earlier_training_job_file(t
 
 def test_a_trainjob_node_builds_the_tf_config_the_local_cluster_gives(tmp_path, capsys):
     settings = manifest.JobSettings(
-        operator="v2", image="i", volume_claim="c", volume_mount="/mnt/c", resources={}, secrets_as_env=[],
-        secrets_as_files=[], node_selector={}, tolerations=[], service_account=None,
+        operator="v2", image="i", volume_claim="c", volume_mount="/mnt/c", staging_root=None, env=[], resources={},
+        secrets_as_env=[], secrets_as_files=[], node_selector={}, tolerations=[], service_account=None,
     )
     tasks = cluster.tasks(PARAMETER_SERVERS["trainer.distribution"], sidecar=True)
     job = manifest.manifest(settings, "dtfx-train-abc", "team-a", tasks, "/mnt/c/job.json")
@@ -109,7 +109,11 @@ def test_a_trainjob_node_builds_the_tf_config_the_local_cluster_gives(tmp_path, 
 
 
 @pytest.mark.parametrize(("keys", "where", "message"), [
-    (MULTI_WORKER, "kubeflow.training_volume", "required to train in several pods"),
+    ({**MULTI_WORKER, "kubeflow.pipeline_root": "/mnt/dtfx/pipeline-root"}, "kubeflow.pipeline_root",
+     "is not an object store URL"),
+    ({**MULTI_WORKER, "kubeflow.pipeline_root": "minio://mlpipeline/v2/artifacts"}, "kubeflow.pipeline_root",
+     "required to read kubeflow.pipeline_root minio://mlpipeline/v2/artifacts in the steps"),
+    ({**PARAMETER_SERVERS}, "trainer.evaluation.sidecar", "reads the chief's checkpoints"),
     ({**MULTI_WORKER, "kubeflow.training_volume": "scratch"}, "kubeflow.training_volume", "'scratch' is not a mounted claim"),
     ({"kubeflow.training_operator": "v3"}, "kubeflow.training_operator", "'v1' or 'v2'"),
 ])

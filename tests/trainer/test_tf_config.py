@@ -37,8 +37,8 @@ def operator_json(task_type: str, index: int) -> str:
 def tfjob() -> dict:
     """The TFJob dtfx makes for 2 worker servers, a parameter server and a sidecar evaluator."""
     settings = manifest.JobSettings(
-        operator="v1", image="i", volume_claim="c", volume_mount="/mnt/c", resources={}, secrets_as_env=[],
-        secrets_as_files=[], node_selector={}, tolerations=[], service_account=None,
+        operator="v1", image="i", volume_claim="c", volume_mount="/mnt/c", staging_root=None, env=[], resources={},
+        secrets_as_env=[], secrets_as_files=[], node_selector={}, tolerations=[], service_account=None,
     )
     tasks = cluster.tasks({"strategy": "parameter_server", "workers": 2, "parameter_servers": 1}, sidecar=True)
     return manifest.manifest(settings, JOB, NAMESPACE, tasks, "/mnt/c/job.json")

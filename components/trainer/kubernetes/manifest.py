@@ -4,6 +4,9 @@ Trainer, v2), made from the config's `kubeflow` section and the cluster's layout
 Every pod runs the entrypoint the local processes run, `python -m dtfx.components.trainer.worker JOB_JSON`, from
 the pipeline image. The job file and the data are on the training volume (`kubeflow.training_volume`), which the
 train step mounts too: the step puts the data there, the chief writes the model there, the step takes it back.
+Without a training volume they are in the store under the pipeline root (a bucket): each pod downloads the job file
+and its inputs into an emptyDir and the chief uploads the model (docs/design/buckets.md, "Training jobs without a
+volume"), so that no ReadWriteMany volume is needed.
 
 Who tells a pod its role:
 - v1: the Training Operator sets TF_CONFIG in each pod, from the replica specs (Chief, Worker, PS, Evaluator).
@@ -24,7 +27,8 @@ from dtfx.components.step_options import StepOptions
 from dtfx.components.trainer.distributed.cluster import Task, role_counts, tf_configs
 
 PORT = 2222  # the Training Operator's default TensorFlow port; the v2 runtime opens the same
-STAGING_DIR = "dtfx-jobs"  # on the training volume: one directory per job, removed when the step ends
+STAGING_DIR = "dtfx-jobs"  # on the training volume or under the pipeline root: one per job, removed when the step ends
+POD_JOB_DIR = "/tmp/dtfx-job"  # without a training volume: the emptyDir each pod downloads its job's files into
 V2_RUNTIME = "dtfx-tensorflow"  # the ClusterTrainingRuntime of deploy/kubeflow/trainer-v2-runtime.yaml
 V2_NODE = "node"  # Kubeflow Trainer's name of the replicated job and container it runs the trainer in
 PATCH_MANAGER = "dtfx"  # the owner of dtfx's runtime patch in a TrainJob
@@ -84,8 +88,10 @@ class JobSettings(StepOptions):
 
     operator: str  # v1 | v2
     image: str
-    volume_claim: str
-    volume_mount: str
+    volume_claim: str | None  # None: the job's files are staged in the store, under staging_root
+    volume_mount: str | None
+    staging_root: str | None  # the pipeline root (a bucket URI) when there is no training volume
+    env: list[dict[str, str]]  # {name, value}: the store's endpoint and region (kubeflow.store), as every step gets them
     resources: dict[str, Any]  # Kubernetes requests (= limits) of each pod: cpu, memory, and a GPU resource name
     secrets_as_env: list[dict[str, str]]  # {env, secret, key}
     secrets_as_files: list[dict[str, str]]  # {secret, mount_path}
@@ -94,7 +100,10 @@ class JobSettings(StepOptions):
     service_account: str | None
 
     def staging_dir(self, name: str) -> str:
-        """The directory of job `name` on the training volume, as the step and every pod see it."""
+        """The directory of job `name` on the training volume, as the step and every pod see it, or its prefix in the
+        store under the pipeline root when there is no training volume."""
+        if self.volume_mount is None:
+            return f"{(self.staging_root or '').rstrip('/')}/{STAGING_DIR}/{name}"
         return os.path.join(self.volume_mount, STAGING_DIR, name)
 
 
@@ -146,7 +155,7 @@ def _trainjob_spec(settings: JobSettings, command: list[str], cluster_tasks: lis
     env = [
         {"name": ROLES_ENV, "value": json.dumps([[task.role, task.index] for task in cluster_tasks])},
         {"name": ADDRESSES_ENV, "value": json.dumps(addresses)},
-        *_secret_env(settings),
+        *_env(settings),
     ]
     trainer: dict[str, Any] = {"image": settings.image, "command": command, "numNodes": len(cluster_tasks), "env": env}
     if settings.resources:
@@ -186,7 +195,7 @@ def _container(settings: JobSettings, command: list[str], computes: bool) -> dic
         "image": settings.image,
         "command": list(command),
         "ports": [{"name": "tfjob-port", "containerPort": PORT}],
-        "env": _secret_env(settings),
+        "env": _env(settings),
         "volumeMounts": _volume_mounts(settings),
     }
     resources = {key: value for key, value in settings.resources.items() if computes or key in ("cpu", "memory")}
@@ -195,20 +204,26 @@ def _container(settings: JobSettings, command: list[str], computes: bool) -> dic
     return container
 
 
-def _secret_env(settings: JobSettings) -> list[dict]:
-    return [{"name": item["env"], "valueFrom": {"secretKeyRef": {"name": item["secret"], "key": item["key"]}}}
-            for item in settings.secrets_as_env]
+def _env(settings: JobSettings) -> list[dict]:
+    """The pods' environment: the store's endpoint and region, then the variables from secrets (the store's keys)."""
+    plain = [{"name": item["name"], "value": item["value"]} for item in settings.env]
+    return plain + [{"name": item["env"], "valueFrom": {"secretKeyRef": {"name": item["secret"], "key": item["key"]}}}
+                    for item in settings.secrets_as_env]
 
 
 def _volumes(settings: JobSettings) -> list[dict]:
-    volumes = [{"name": "dtfx-training", "persistentVolumeClaim": {"claimName": settings.volume_claim}}]
+    """The training volume's claim, or an emptyDir for the files each pod downloads when there is none."""
+    if settings.volume_claim is None:
+        volumes = [{"name": "dtfx-training", "emptyDir": {}}]
+    else:
+        volumes = [{"name": "dtfx-training", "persistentVolumeClaim": {"claimName": settings.volume_claim}}]
     volumes += [{"name": f"secret-{index}", "secret": {"secretName": item["secret"]}}
                 for index, item in enumerate(settings.secrets_as_files)]
     return volumes
 
 
 def _volume_mounts(settings: JobSettings) -> list[dict]:
-    mounts = [{"name": "dtfx-training", "mountPath": settings.volume_mount}]
+    mounts = [{"name": "dtfx-training", "mountPath": settings.volume_mount or POD_JOB_DIR}]
     mounts += [{"name": f"secret-{index}", "mountPath": item["mount_path"], "readOnly": True}
                for index, item in enumerate(settings.secrets_as_files)]
     return mounts

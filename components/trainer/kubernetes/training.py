@@ -3,12 +3,14 @@ processes (multi_worker_mirrored with workers > 1, parameter_server).
 
 A Kubeflow Pipelines step is one pod, so the step creates a TFJob or TrainJob (dtfx.components.trainer.kubernetes.manifest),
 waits for it, streams its chief's log into its own, and fails when a pod of it fails, naming it. The data and the
-model pass through the training volume, which the step and the job's pods mount: the step copies its inputs to
-`<volume>/dtfx-jobs/<job>/inputs`, the chief writes `outputs`, the step copies them into its own output artifacts,
-which Kubeflow's launcher then uploads as for any step. However the step ends, it deletes the job (and so its pods)
-and the job's directory; if the step's pod itself is deleted, Kubernetes deletes the job, which the pod owns. A retry
-of the step (kubeflow.retries) whose earlier attempt was killed before it could delete its job finds that job under
-the same name, deletes it and creates it again.
+model pass through the job's staging directory: on the training volume, which the step and the job's pods mount, or,
+without one, in the store under the pipeline root, from which each pod downloads its inputs and to which the chief
+uploads the model (dtfx.components.trainer.worker). The step copies its inputs to `<staging>/inputs`, the chief writes
+`<staging>/outputs`, the step copies them into its own output artifacts, which Kubeflow's launcher then uploads as for
+any step. However the step ends, it deletes the job (and so its pods) and the staging directory; if the step's pod
+itself is deleted, Kubernetes deletes the job, which the pod owns. A retry of the step (kubeflow.retries) whose
+earlier attempt was killed before it could delete its job finds that job under the same name, deletes it and creates
+it again.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+from dtfx.components import buckets
 from dtfx.components.errors import TrainingError
 from dtfx.components.trainer.distributed.cluster import Task, role_counts, tasks
 from dtfx.components.trainer.job import TrainingJob
@@ -68,18 +71,16 @@ def train(job: TrainingJob, options: TrainerOptions, api: KubernetesApi | None =
             except UnknownFields as refused:
                 raise TrainingError(unknown_fields_message(operator, name, refused.fields)) from None
             roles = ", ".join(f"{count} {role}" for role, count in role_counts(cluster_tasks).items())
-            print(
-                f"trainer: created {operator.kind} {name} in namespace {api.namespace}: {roles}; "
-                f"data and model through volume claim {settings.volume_claim} ({staging})",
-                flush=True,
-            )
+            through = f"volume claim {settings.volume_claim}" if settings.volume_claim else "the store"
+            print(f"trainer: created {operator.kind} {name} in namespace {api.namespace}: {roles}; "
+                  f"data and model through {through} ({staging})", flush=True)
             try:
                 _watch(api, operator, name, cluster_tasks)
-                keep_logs(api, operator, name, cluster_tasks, os.path.join(staged.model_run_dir, LOGS_DIR))
+                _take_tree(staged.serving_model_dir, job.serving_model_dir)
+                _take_tree(staged.model_run_dir, job.model_run_dir)
+                keep_logs(api, operator, name, cluster_tasks, os.path.join(job.model_run_dir, LOGS_DIR))
             finally:
                 api.delete(operator.group_path, operator.plural, name)
-            _copy_tree(staged.serving_model_dir, job.serving_model_dir)
-            _copy_tree(staged.model_run_dir, job.model_run_dir)
         finally:
             _remove_tree(staging)
     if options.sidecar_evaluation:
@@ -137,33 +138,29 @@ def _delete_and_wait(api: KubernetesApi, operator: Operator, name: str) -> None:
 
 
 def stage_in(job: TrainingJob, staging: str) -> TrainingJob:
-    """Copies the job's data and transform graph under `staging` and writes `staging/job.json`: the job as the pods
-    see it, writing its model and run files under `staging/outputs`."""
+    """Copies the job's data and transform graph under `staging` (a directory, or a prefix in the store) and writes
+    `staging/job.json`: the job as the pods see it, writing its model and run files under `staging/outputs`."""
     import tensorflow as tf
 
     inputs = os.path.join(staging, "inputs")
-
-    def copy_files(patterns: list[str], kind: str) -> list[str]:
-        staged = []
-        for index, pattern in enumerate(patterns):
-            directory = os.path.join(inputs, f"{kind}-{index}")
-            tf.io.gfile.makedirs(directory)
-            for path in tf.io.gfile.glob(pattern):
-                tf.io.gfile.copy(path, os.path.join(directory, os.path.basename(path)), overwrite=True)
-            staged.append(os.path.join(directory, "*"))
-        return staged
-
     staged = dataclasses.replace(
         job,
-        train_files=copy_files(job.train_files, "train"),
-        eval_files=copy_files(job.eval_files, "eval"),
+        train_files=[os.path.join(inputs, f"train-{index}", "*") for index in range(len(job.train_files))],
+        eval_files=[os.path.join(inputs, f"eval-{index}", "*") for index in range(len(job.eval_files))],
         transform_output=os.path.join(inputs, "transform_graph"),
         serving_model_dir=os.path.join(staging, "outputs", "serving_model"),
         model_run_dir=os.path.join(staging, "outputs", "model_run"),
     )
-    _copy_tree(job.transform_output, staged.transform_output)
-    with tf.io.gfile.GFile(os.path.join(staging, "job.json"), "w") as handle:
-        handle.write(staged.to_json())
+    pairs = [*zip(job.train_files, staged.train_files, strict=True), *zip(job.eval_files, staged.eval_files, strict=True)]
+    for pattern, staged_pattern in pairs:
+        for path in tf.io.gfile.glob(pattern):
+            _put_file(path, os.path.join(os.path.dirname(staged_pattern), os.path.basename(path)))
+    _put_tree(job.transform_output, staged.transform_output)
+    if buckets.is_store_uri(staging):
+        buckets.put(os.path.join(staging, "job.json"), staged.to_json().encode())
+    else:
+        with tf.io.gfile.GFile(os.path.join(staging, "job.json"), "w") as handle:
+            handle.write(staged.to_json())
     return staged
 
 
@@ -304,6 +301,33 @@ def _terminated_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _put_file(source: str, target: str) -> None:
+    """Copies the local file `source` to `target`, a path or a URI in the store."""
+    import tensorflow as tf
+
+    if buckets.is_store_uri(target):
+        buckets.upload(source, target)
+        return
+    tf.io.gfile.makedirs(os.path.dirname(target))
+    tf.io.gfile.copy(source, target, overwrite=True)
+
+
+def _put_tree(source: str, target: str) -> None:
+    """Copies the local directory `source` to `target`, a directory or a prefix in the store."""
+    if buckets.is_store_uri(target):
+        buckets.upload(source, target)
+    else:
+        _copy_tree(source, target)
+
+
+def _take_tree(source: str, target: str) -> None:
+    """Copies the directory or store prefix `source` into the local directory `target`."""
+    if buckets.is_store_uri(source):
+        buckets.download(source, target)
+    else:
+        _copy_tree(source, target)
+
+
 def _copy_tree(source: str, target: str) -> None:
     from tfx.utils import io_utils  # as the pusher copies models; TFX is loaded in a step anyway
 
@@ -311,8 +335,10 @@ def _copy_tree(source: str, target: str) -> None:
 
 
 def _remove_tree(path: str) -> None:
+    """Removes the directory, or every object under the store prefix, `path`; one that is not there is no error."""
     import tensorflow as tf
 
-    if tf.io.gfile.exists(path):
+    if buckets.is_store_uri(path):
+        buckets.delete(buckets.uri_of(path, key) for key in buckets.list(path))
+    elif tf.io.gfile.exists(path):
         tf.io.gfile.rmtree(path)
-
