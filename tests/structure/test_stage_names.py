@@ -41,7 +41,6 @@ OTHER_MEANINGS = {
     ("pipeline/report/results.py", "train"): (2, "_history_charts: the curve of the training split (`val_`: eval)"),
     ("components/example_gen/labels.py", "train"): (1, "the split name TRAIN_SPLIT"),
     ("components/trainer/distributed/sidecar.py", "validation"): (1, "the TensorBoard run Keras writes evaluations to"),
-    ("components/trainer/kubernetes/training.py", "train"): (1, "stage_in: the staged directory of the train split"),
 }
 
 # Stage names still written as literals in files another change of issue 37 owns; each entry goes when its file reads
