@@ -141,12 +141,13 @@ def write_training_job(output: str, config: Config, settings: JobSettings, clust
     body = manifest(settings, name, config.kubeflow.namespace or "NAMESPACE", cluster_tasks,
                     os.path.join(settings.staging_dir(name), "job.json"))
     path = training_job_path(output)
+    where = f"on claim {settings.volume_claim}" if settings.volume_claim else "in the store (pods download it)"
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(
             f"{TRAINING_JOB_HEADER}\n"
             "# Per run: metadata.name is dtfx-train-<12 hex digits of the run's model URI>, metadata.namespace the\n"
             "# run's namespace, and the pod that runs the step owns the job (ownerReferences). The step copies the\n"
-            f"# data to {settings.staging_dir(name)} on claim {settings.volume_claim}, waits for the job,\n"
+            f"# data to {settings.staging_dir(name)} {where}, waits for the job,\n"
             "# takes the model back and deletes the job. RBAC: deploy/kubeflow/training-job-rbac.yaml.\n"
         )
         yaml.safe_dump(body, handle, sort_keys=False)

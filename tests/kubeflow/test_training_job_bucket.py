@@ -52,6 +52,8 @@ def pod_specs(body: dict) -> list[tuple[dict, dict]]:
 def test_a_bucket_pipeline_root_needs_no_training_volume_the_pods_get_an_empty_dir_and_the_store(tmp_path, capsys, operator):
     code, body, err = compiled_job(tmp_path, capsys, operator)
     assert code == 0, err
+    header = (tmp_path / "pipeline.training-job.yaml").read_text()
+    assert "gs://dtfx-test/pipeline-root/dtfx-jobs/dtfx-train-RUN in the store" in header and "claim" not in header
     for pod, container in pod_specs(body):
         assert pod["volumes"] == [{"name": "dtfx-training", "emptyDir": {}}], "no claim: the store is the staging"
         assert container["volumeMounts"] == [{"name": "dtfx-training", "mountPath": "/tmp/dtfx-job"}]
