@@ -20,7 +20,10 @@ random, its jackknife putting each example in one of 20 partitions by `np.random
 TFX's Evaluator, so the in-process path could not give the same intervals. TFMA's validator checks a threshold on
 the value only (metrics_validator.validate_metrics: `float(metric)` of a ValueWithTDistribution is its unsampled
 value); a threshold the builder marks `BOUNDS_AT_KEY` (evaluator.thresholds.<metric>.at: interval) is checked here
-too, after TFMA's check, on the interval's ends TFMA wrote (`_check_intervals`).
+too, after TFMA's check, on the interval's ends TFMA wrote (`_check_intervals`). Two things keep that pipeline from
+redoing work nobody reads, 21 times per slice: the resamples of TFMA's private metrics are not kept
+(compat.no_intervals_of_private_metrics), and on the in-memory DirectRunner the plots, which get no interval, are
+left out of TFMA's pipeline and computed once in the step's process (`_write_plots`).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
 from dtfx.components import compat
 from dtfx.components.baseline_model.executor import contains_model
-from dtfx.components.evaluator import batched_metrics, classes, slicing, tfma_files
+from dtfx.components.evaluator import batched_metrics, classes, plots, slicing, tfma_files
 from dtfx.components.without_beam import ComputesWithoutBeamInOneThread, runs_in_one_thread
 
 BASELINE_MODEL_KEY = standard_component_specs.BASELINE_MODEL_KEY
@@ -75,8 +78,7 @@ class Executor(ComputesWithoutBeamInOneThread, evaluator_executor.Executor):
         reason = self._why_tfma_pipeline(input_dict, exec_properties, eval_config)
         if reason:
             logging.info("Evaluating with TFMA's Beam pipeline: %s.", reason)
-            compat.own_class_per_unpickled_combine_fn()
-            super().Do(input_dict, output_dict, exec_properties)
+            self._evaluate_with_tfma(input_dict, output_dict, exec_properties, eval_config)
         else:
             self._evaluate_in_process(input_dict, output_dict, exec_properties, eval_config)
         if input_dict.get(standard_component_specs.MODEL_KEY):  # names the per-class values for summary and report
@@ -99,6 +101,40 @@ class Executor(ComputesWithoutBeamInOneThread, evaluator_executor.Executor):
             return "no model (predictions read from the examples)"
         return batched_metrics.unsupported(eval_config)
 
+    def _evaluate_with_tfma(self, input_dict, output_dict, exec_properties, eval_config: tfma.EvalConfig | None) -> None:
+        """TFX's executor and TFMA's pipeline; with intervals on the in-memory DirectRunner, TFMA's pipeline computes
+        the metrics only, and the plots, which have no interval, are computed in this process (`_write_plots`)."""
+        compat.own_class_per_unpickled_combine_fn()
+        compat.no_intervals_of_private_metrics()
+        plots_apart = eval_config is not None and _has_plots(eval_config) and not self._why_tfma_pipeline(
+            input_dict, exec_properties, _without_intervals(eval_config))
+        if not plots_apart:
+            super().Do(input_dict, output_dict, exec_properties)
+            return
+        metrics_only = type(eval_config)()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.EVAL_CONFIG_KEY], metrics_only)
+        _without_plots(metrics_only)
+        super().Do(input_dict, output_dict, {**exec_properties,
+                                             standard_component_specs.EVAL_CONFIG_KEY: proto_utils.proto_to_json(metrics_only)})
+        self._write_plots(input_dict, output_dict, exec_properties, eval_config)
+
+    def _write_plots(self, input_dict, output_dict, exec_properties, eval_config: tfma.EvalConfig) -> None:
+        """Computes the plots of `eval_config` in this process, from the unsampled examples, and writes them, and the
+        whole EvalConfig, over those TFMA's pipeline wrote without them. TFMA gives a plot no interval (a plot's value
+        is a proto, which its SampleCombineFn.add_input does not sample), so its plots are those of the whole data:
+        the in-process plots, which tests/components/test_evaluation_plots.py shows equal to TFMA's."""
+        candidate = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
+        baseline = (input_dict.get(BASELINE_MODEL_KEY) or [None])[0]
+        model_paths = {spec.name: _serving_path(baseline if spec.is_baseline else candidate)
+                       for spec in eval_config.model_specs}
+        files = [path for pattern in _split_patterns(input_dict[standard_component_specs.EXAMPLES_KEY], exec_properties)
+                 for path in sorted(fileio.glob(pattern))]
+        # Its metrics too: the model's sums, weights and slices are made for them (batched_metrics._add_batch).
+        sliced = batched_metrics.compute(_without_intervals(eval_config), model_paths, files)
+        output_uri = artifact_utils.get_single_uri(output_dict[constants.EVALUATION_KEY])
+        tfma_files.write_plots(output_uri, eval_config, sliced)
+        logging.info("Plots computed in this process (they have no interval) and written to %s.", output_uri)
+
     def _evaluate_in_process(self, input_dict, output_dict, exec_properties, eval_config: tfma.EvalConfig) -> None:
         candidate = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
         baseline = (input_dict.get(BASELINE_MODEL_KEY) or [None])[0]
@@ -119,6 +155,25 @@ class Executor(ComputesWithoutBeamInOneThread, evaluator_executor.Executor):
             return
         blessing = artifact_utils.get_single_instance(output_dict[standard_component_specs.BLESSING_KEY])
         _bless(blessing, candidate, baseline, validation.validation_ok, exec_properties)
+
+
+def _has_plots(eval_config: tfma.EvalConfig) -> bool:
+    return any(plots.is_plot_spec(spec) for spec in eval_config.metrics_specs)
+
+
+def _without_intervals(eval_config: tfma.EvalConfig) -> tfma.EvalConfig:
+    """A copy of the EvalConfig that asks for no confidence intervals."""
+    copy = type(eval_config).FromString(eval_config.SerializeToString())
+    copy.options.ClearField("compute_confidence_intervals")
+    copy.options.ClearField("confidence_intervals")
+    return copy
+
+
+def _without_plots(eval_config: tfma.EvalConfig) -> None:
+    """Takes the plot specs out of the EvalConfig."""
+    kept = [spec for spec in eval_config.metrics_specs if not plots.is_plot_spec(spec)]
+    del eval_config.metrics_specs[:]
+    eval_config.metrics_specs.extend(kept)
 
 
 def _completed_eval_config(exec_properties: dict[str, Any], models: list[types.Artifact] | None) -> tfma.EvalConfig:

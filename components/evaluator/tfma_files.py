@@ -66,6 +66,23 @@ def write(output_uri: str, eval_config: tfma.EvalConfig, sliced: dict[SliceKey, 
         handle.write(json_format.MessageToJson(run))
 
 
+def write_plots(output_uri: str, eval_config: tfma.EvalConfig,
+                sliced: dict[SliceKey, dict[metric_types.MetricKey, object]]) -> None:
+    """Writes the plots of every slice over the plots file TFMA's pipeline wrote, and `eval_config` (the one that asks
+    for them) into the eval_config.json TFMA wrote, its other fields kept."""
+    for written in tf.io.gfile.glob(os.path.join(output_uri, constants.PLOTS_KEY + "-*")):
+        tf.io.gfile.remove(written)
+    with tf.io.TFRecordWriter(os.path.join(output_uri, constants.PLOTS_KEY + _SHARDED)) as writer:
+        for plots in _of_kind(sliced, metric_types.PlotKey):
+            writer.write(tfma_writer.convert_slice_plots_to_proto(plots, None).SerializeToString())
+    path = os.path.join(output_uri, eval_config_writer.EVAL_CONFIG_FILE + "." + eval_config_writer.EVAL_CONFIG_FILE_FORMAT)
+    with tf.io.gfile.GFile(path) as handle:
+        run = json_format.Parse(handle.read(), config_pb2.EvalRun())
+    run.eval_config.CopyFrom(eval_config)
+    with tf.io.gfile.GFile(path, "w") as handle:
+        handle.write(json_format.MessageToJson(run))
+
+
 def _of_kind(sliced: dict[SliceKey, dict[metric_types.MetricKey, object]], key_type: type) -> list[tuple]:
     """(slice key, its metrics) or (slice key, its plots) of every slice, separated as TFMA's evaluator separates them
     for its writer (metrics_plots_and_validations_evaluator._filter_by_key_type: a PlotKey is a MetricKey too)."""

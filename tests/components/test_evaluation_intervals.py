@@ -15,10 +15,12 @@ import re
 
 import numpy as np
 import pytest
+import tensorflow_model_analysis as tfma
 from ml_metadata.proto import metadata_store_pb2
 from rich.console import Console
+from tensorflow_model_analysis.writers.eval_config_writer import load_eval_run
 
-from dtfx.components.evaluator import batched_metrics
+from dtfx.components.evaluator import batched_metrics, plots, slicing
 from dtfx.components.evaluator.executor import BOUNDS_AT_KEY, _bounds_at_interval
 from dtfx.components.names import BLESSING_OUTPUT, EVALUATE_STAGE, EVALUATION_OUTPUT
 from dtfx.components.registry.metrics import metrics_for
@@ -32,8 +34,16 @@ from dtfx.pipeline.loader import load_config
 from dtfx.pipeline.report.results import evaluation_section
 from dtfx.pipeline.run_summary import RunSummary
 from tests.components.test_baseline_model import find_baseline
-from tests.components.test_evaluation_metrics import BINARY, _Scorer, classified_rows, config_for
-from tests.components.test_evaluator import IN_PROCESS, evaluate, examples_artifact, model_artifact
+from tests.components.test_evaluation_metrics import (
+    BINARY,
+    SLICES,
+    THREE,
+    _Scorer,
+    classified_rows,
+    config_for,
+    with_islands,
+)
+from tests.components.test_evaluator import IN_PROCESS, TFMA_ON_BEAM, evaluate, examples_artifact, model_artifact
 from tests.conftest import default_config, set_key
 from tests.report.synthetic import make_summary, stage_entry
 
@@ -106,6 +116,30 @@ def test_a_threshold_at_the_interval_fails_where_the_value_passes_and_names_both
     assert re.search(rf"auc .*?</td><td>{re.escape(shown)}</td><td>≥ {bound:g}, at the ends of the 95% interval</td>",
                      section), section
     assert "reaches below lower_bound" in section
+
+
+def test_with_intervals_the_plots_are_those_tfma_draws_without_them_on_every_slice(tmp_path):
+    """The plots have no interval: with intervals on the in-memory DirectRunner they are computed in the step's process
+    beside TFMA's resampled metrics (executor._write_plots), and are the ones TFMA's pipeline draws, per slice."""
+    weights = np.array([[1.0, -1.0, 0.2], [0.3, 0.6, -0.9]])
+    examples = examples_artifact(tmp_path / "examples", with_islands(classified_rows(THREE, weights, seed=1)))
+    model = model_artifact(tmp_path / "model", _Scorer(THREE, weights.tolist(), [0.1, 0.0, -0.1]))
+    found = {}
+    for name, beam_args, asked in (("intervals", IN_PROCESS, "jackknife"), ("tfma", TFMA_ON_BEAM, False)):
+        baseline = find_baseline(tmp_path / name / "serving", tmp_path / name / "baseline")
+        config = config_for("classification", "label", confidence_intervals=asked, **SLICES)
+        uri, _, _ = evaluate(beam_args, examples, model, baseline, tmp_path / name, config)
+        found[name] = {slicing.key_of(record.slice_key): {
+            item.key.SerializeToString(deterministic=True): item.value.SerializeToString(deterministic=True)
+            for item in record.plot_keys_and_values} for record in tfma.load_plots(uri)}
+        found[name, "specs"] = [spec for spec in load_eval_run(uri)[0].metrics_specs if plots.is_plot_spec(spec)]
+        found[name, "intervals"] = {item.key.name for record in tfma.load_metrics(uri)
+                                    for item in record.metric_keys_and_values if item.HasField("confidence_interval")}
+
+    assert len(found["intervals"]) == 1 + 3 + 6 and found["intervals"] == found["tfma"], "every plot of every slice"
+    assert all(len(plotted) == 3 + 1 for plotted in found["intervals"].values()), "3 classes' curves and the matrix"
+    assert found["intervals", "specs"] == found["tfma", "specs"] != [], "eval_config.json asks for the plots drawn"
+    assert {"accuracy", "auc"} <= found["intervals", "intervals"] and not found["tfma", "intervals"]
 
 
 def test_the_builder_asks_tfma_for_the_method_and_marks_thresholds_at_the_interval():
