@@ -4,7 +4,7 @@
                                                         [--repeats 1]
 
 The data and model are pipeline_config/penguins.yaml's with the settings of issue 36's report (SETTINGS: two slicings,
-10 slices and the whole split, thresholds on accuracy, auc at its interval and recall_weighted per slice), run once with
+9 slices and the whole split, thresholds on accuracy, auc at its interval and recall_weighted per slice), run once with
 `dtfx run --until evaluate` under `--output-root` (a second call reuses that run). Then the evaluate step's executor runs on that
 run's artifacts, in a fresh process per measurement, with each method of intervals, alternately:
 
