@@ -108,3 +108,29 @@ def penguins_transform(tmp_path_factory) -> tuple[Path, Path]:
     (examples,) = (transform / "transformed_examples").iterdir()
     (graph,) = (transform / "transform_graph").iterdir()
     return examples, graph
+
+
+# --- an S3 server on 127.0.0.1, for the tests of buckets ----------------------------------------
+
+# The keys and region a step gets from kubeflow.store; moto takes any keys.
+STORE_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """moto's S3 server on a free port of 127.0.0.1, stopped by its pid when the module's tests are done."""
+    from dtfx.pipeline.kubeflow.object_store import local_s3_server
+
+    with local_s3_server() as store:
+        yield store
+
+
+@pytest.fixture
+def store_env(s3_server, monkeypatch) -> dict[str, str]:
+    """The environment a step in a cluster gets from kubeflow.store, pointing at the local server."""
+    from dtfx.components import buckets
+
+    env = {buckets.ENDPOINT_ENV: s3_server.endpoint, **STORE_ENV}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env

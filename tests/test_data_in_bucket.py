@@ -12,26 +12,9 @@ import yaml
 
 from dtfx.components import data_fingerprint
 from dtfx.components.example_gen import component, sources
-from dtfx.pipeline.kubeflow.object_store import local_s3_server
 from tests.conftest import default_config, run_dtfx, set_key
 
 PENGUINS_CSV = (importlib.resources.files("palmerpenguins") / "data" / "penguins.csv").read_bytes()
-STORE_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    with local_s3_server() as store:
-        yield store
-
-
-@pytest.fixture
-def store_env(s3_server, monkeypatch) -> dict[str, str]:
-    """The environment a step in a cluster gets from kubeflow.store, pointing at the local server."""
-    env = {"AWS_ENDPOINT_URL": s3_server.endpoint, **STORE_ENV}
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return env
 
 
 @pytest.fixture

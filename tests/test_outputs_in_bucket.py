@@ -12,25 +12,9 @@ import yaml
 from dtfx.components import buckets
 from dtfx.components.baseline_model.executor import SOURCE_VERSION
 from dtfx.components.pusher import bucket_versions
-from dtfx.pipeline.kubeflow.object_store import local_s3_server
 from tests.conftest import default_config, run_dtfx, set_key
 
-STORE_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
 PENGUINS_CSV = importlib.resources.files("palmerpenguins") / "data" / "penguins.csv"
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    with local_s3_server() as store:
-        yield store
-
-
-@pytest.fixture
-def store_env(s3_server, monkeypatch) -> dict[str, str]:
-    env = {buckets.ENDPOINT_ENV: s3_server.endpoint, **STORE_ENV}
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return env
 
 
 @pytest.fixture

@@ -12,14 +12,7 @@ import pytest
 
 from dtfx.components import buckets
 from dtfx.components.errors import StepError
-from dtfx.pipeline.kubeflow.object_store import local_s3_server
 from tests.kubeflow.test_object_store import gcs_emulator  # noqa: F401 - a fixture, asked for by name
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    with local_s3_server() as store:
-        yield store
 
 
 @pytest.fixture(params=["s3://", "minio://"])

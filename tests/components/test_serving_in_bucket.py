@@ -19,15 +19,8 @@ from dtfx.components.baseline_model import executor as baseline_executor
 from dtfx.components.pusher import bucket_versions, executor, versions
 from dtfx.components.reference_schema.executor import Executor as ReferenceSchemaExecutor
 from dtfx.components.reference_schema.executor import reference_exists, store_reference
-from dtfx.pipeline.kubeflow.object_store import local_s3_server
 from tests.components.test_pusher import NOW, trained_model
 from tests.kubeflow.test_object_store import gcs_emulator  # noqa: F401 - a fixture, asked for by name
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    with local_s3_server() as store:
-        yield store
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from dtfx.components.trainer.kubernetes import manifest
 from dtfx.components.trainer.kubernetes import training as kubernetes_training
 from dtfx.components.trainer.kubernetes.api import KubernetesApi
 from dtfx.components.trainer.stats import TrainStats
-from dtfx.pipeline.kubeflow.object_store import local_s3_server
 from tests.kubeflow.fake_kubernetes import FakeKubernetes
 from tests.kubeflow.test_compile import cli, cluster_config, write
 from tests.kubeflow.test_training_job_runs import TRAINING_SECONDS, ends_within
@@ -68,12 +67,6 @@ def test_a_sidecar_evaluator_without_a_training_volume_exits_2_naming_it(tmp_pat
         "trainer.evaluation": {"sidecar": True}}))
     code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "pipeline.yaml"))
     assert code == 2 and "trainer.evaluation.sidecar" in err and "kubeflow.training_volume" in err, err
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    with local_s3_server() as store:
-        yield store
 
 
 def step_in_bucket(tmp_path: Path, penguins_transform, distribution: dict, endpoint: str, root: str):
