@@ -152,12 +152,15 @@ def run_stock(csv_path: str, work: str, steps: int) -> dict:
     return measured_run(command, os.path.join(work, "stock.log"), os.path.join(work, "metadata.db"), STOCK_STAGES)
 
 
-def run_dtfx(csv_path: str, work: str, steps: int) -> dict:
+def run_dtfx(csv_path: str, work: str, steps: int, overrides: tuple[str, ...] = (), log_name: str = "dtfx.log") -> dict:
+    """`dtfx run` of the taxi config on `csv_path` in `work`, cache off unless `overrides` (more `--set`s, applied
+    last) turn it on."""
     command = [os.path.join(os.path.dirname(sys.executable), "dtfx"), "run",
                os.path.join(ROOT, "pipeline_config", "taxi.yaml"), "--set", "pipeline.enable_cache=false",
                "--set", f"pipeline.output_root={work}", "--set", f"data.path={csv_path}",
                "--set", f"trainer.train_steps={steps}"]
-    return measured_run(command, os.path.join(work, "dtfx.log"), os.path.join(work, "taxi", "metadata.sqlite"))
+    command += [part for override in overrides for part in ("--set", override)]
+    return measured_run(command, os.path.join(work, log_name), os.path.join(work, "taxi", "metadata.sqlite"))
 
 
 def table(results: dict[tuple[str, int], dict]) -> str:
