@@ -153,8 +153,8 @@ def find_targets(config, key: str, value, build: Callable, built=None) -> tuple[
     sentinel = _sentinel(value)
     try:
         changed = build(with_value(config, key.split("."), sentinel))
-    except Exception as error:  # noqa: BLE001 - whatever the builder raises, it reads the value when compiling
-        raise _NotAParameter(f"the pipeline's builder reads its value when compiling ({error})") from None
+    except Exception:  # noqa: BLE001 - whatever the builder raises (about the sentinel), it reads the value when compiling
+        raise _NotAParameter("the pipeline's builder reads its value when compiling: a run cannot change it") from None
     if [node.id for node in changed.components] != [node.id for node in built.components]:
         raise _NotAParameter("it decides which steps the pipeline has, which a run cannot change")
     if changed.beam_pipeline_args != built.beam_pipeline_args:
