@@ -284,3 +284,11 @@ def test_a_rehearsal_trains_with_the_params_given(write_config, tmp_path, s3_sto
     # TFX's entrypoint logs the exec properties the executor gets: the run's values, not the compiled 40 and 0.01.
     assert '\\"num_steps\\": 12' in train_log or '"num_steps": 12' in train_log, train_log[-3000:]
     assert '\\"learning_rate\\": 0.05' in train_log or '"learning_rate": 0.05' in train_log
+
+
+def test_a_key_the_builder_refuses_to_take_as_a_sentinel_is_said_in_plain_words(tmp_path):
+    # With data in a bucket, ingest's builder refuses the sentinel value outright (not an absolute path).
+    form = run_form.form(loaded(tmp_path, **{"data.path": "s3://team-data/penguins/*.csv"}), build)
+    (note,) = [note for note in form.notes if note.startswith("data.path is not a run parameter")]
+    assert note == ("data.path is not a run parameter: the pipeline's builder reads its value when compiling: "
+                    "a run cannot change it")
