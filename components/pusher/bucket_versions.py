@@ -198,9 +198,13 @@ def _take_lease(lease: str, push_id: str) -> None:
         if buckets.put(lease, body, if_absent=True):
             return
         held = _read_lease(lease)
+        if held is None:  # released since the put: try again, deleting nothing (another push may hold it by now)
+            continue
         if held.get("expires", 0) < _now():
-            logging.warning("%s: taking over the expired lease of push %s.", lease, held.get("holder"))
-            buckets.delete([lease])
+            # Deleted only if it is still the expired lease just read: a push that took it over in between keeps it.
+            if _read_lease(lease) == held:
+                logging.warning("%s: taking over the expired lease of push %s.", lease, held.get("holder"))
+                buckets.delete([lease])
             continue
         if time.monotonic() >= deadline:
             until = datetime.datetime.fromtimestamp(held["expires"], tz=datetime.UTC).isoformat()
@@ -210,19 +214,21 @@ def _take_lease(lease: str, push_id: str) -> None:
         time.sleep(LEASE_POLL_SECONDS)
 
 
-def _read_lease(lease: str) -> dict:
-    """The lease's {holder, expires}; {} when it is gone or unreadable (then it is taken over as expired)."""
+def _read_lease(lease: str) -> dict | None:
+    """The lease's {holder, expires}; {} when it is unreadable (then it is taken over as expired); None when it is gone."""
     try:
         with buckets.open(lease) as handle:
             held = json.load(handle)
-    except (buckets.ObjectMissing, ValueError):
+    except buckets.ObjectMissing:
+        return None
+    except ValueError:
         return {}
     return held if isinstance(held, dict) and isinstance(held.get("expires"), int) else {}
 
 
 def _ensure_lease(lease: str, push_id: str) -> None:
     """Fails when the lease is no longer this push's (it outlived LEASE_SECONDS and another push took over)."""
-    if _read_lease(lease).get("holder") != push_id:
+    if (_read_lease(lease) or {}).get("holder") != push_id:
         raise LeaseHeld(f"{lease}: this push took longer than its lease ({LEASE_SECONDS} s) and another push took "
                         "the serving directory over; its version stays marked, run again to update the archive")
 
@@ -230,7 +236,7 @@ def _ensure_lease(lease: str, push_id: str) -> None:
 def _release_lease(lease: str, push_id: str) -> None:
     """Deletes the lease if it is still this push's."""
     with contextlib.suppress(buckets.BucketError):
-        if _read_lease(lease).get("holder") == push_id:
+        if (_read_lease(lease) or {}).get("holder") == push_id:
             buckets.delete([lease])
 
 
