@@ -4,7 +4,7 @@ Kubeflow Pipelines keys its cache on a step's input artifact ids, parameter valu
 image and command (backend/src/v2/cacheutils/cache.go, GenerateCacheKey), never on the files a
 parameter names; and TFX's ExampleGen driver, which fingerprints the data on a local run, does
 not run there. This step runs before ingest, never cached: it lists the files ingest will read
-(the same `input_base` and `input_config`, the same listing as the ingest executor) with their
+(ingest's own `input_base`, data.path as the config or the run gives it; the same listing as the ingest executor) with their
 sizes and modification times, and ingest takes the digest as its parameter `data_fingerprint`.
 Ingest's cache key then changes exactly when a data file is added, removed or rewritten.
 
@@ -24,20 +24,12 @@ import sys
 from dtfx.components.errors import DataError, StepError
 from dtfx.components.names import DATA_FINGERPRINT_PARAMETER
 
-INPUT_BASE = "input_base"
-INPUT_CONFIG = "input_config"
-
-
-def data_pattern(input_base: str, input_config: str) -> str:
-    """The glob ingest reads: its one input split's pattern under `input_base` (TFX's Input proto, as JSON)."""
-    splits = json.loads(input_config).get("splits", [])
-    if len(splits) != 1:
-        raise ValueError(f"input_config must have one split, as ingest reads one: {input_config}")
-    return os.path.join(input_base, splits[0]["pattern"])
+INPUT_BASE = "input_base"  # ingest's exec property that holds data.path (example_gen.component.check_data_path)
 
 
 def fingerprint(pattern: str) -> str:
-    """A digest of the names, sizes and modification times (in nanoseconds) of the files ingest reads at `pattern`;
+    """A digest of the names, sizes and modification times (in nanoseconds) of the files ingest reads at `pattern`
+    (a file, a directory or a glob);
     in a bucket, of the objects' names, sizes, update times and ETags (S3) or generations (GCS).
 
     Raises DataError when no file matches, as ingest would.
@@ -83,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     executor_input = json.loads(args.executor_input)
     values = executor_input["inputs"]["parameterValues"]
-    pattern = data_pattern(values[INPUT_BASE], values[INPUT_CONFIG])
+    pattern = values[INPUT_BASE]
     try:
         value = fingerprint(pattern)
     except StepError as error:  # no data file, or a bucket that cannot be read (buckets.BucketError)

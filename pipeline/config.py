@@ -6,7 +6,7 @@ are generated from these models, so editors can complete and check a config.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import (
     BeforeValidator,
@@ -128,8 +128,9 @@ class ShardingSection(Section):
 
 class DataSection(Section):
     path: str = Field(
-        description="CSV, Parquet or TFRecord source: a file, a directory or a glob. "
-        "`package://PKG/path/in/package` names a file shipped inside an installed Python package."
+        description="CSV, Parquet or TFRecord source: a file, a directory or a glob, on a disk or volume or in a bucket "
+        "(gs://, s3://, minio://). `package://PKG/path/in/package` names a file shipped inside an installed Python "
+        "package (local runs)."
     )
     label: str = Field(description="Name of the column to predict.")
     task: Literal[TASKS] = Field(
@@ -503,6 +504,8 @@ class TrainerSection(Section):
 
 
 class Threshold(Section):
+    BOUNDS: ClassVar[tuple[str, ...]] = ("lower_bound", "upper_bound", "max_regression")  # the fields that gate
+
     lower_bound: FiniteFloat | None = Field(None, description="The model is blessed only if the metric is at least this.")
     upper_bound: FiniteFloat | None = Field(None, description="The model is blessed only if the metric is at most this.")
     max_regression: FiniteFloat | None = Field(
@@ -525,7 +528,7 @@ class Threshold(Section):
 
     @model_validator(mode="after")
     def _some_bound(self) -> Threshold:
-        if self.lower_bound is None and self.upper_bound is None and self.max_regression is None:
+        if all(getattr(self, bound) is None for bound in self.BOUNDS):
             raise ValueError("give lower_bound, upper_bound, max_regression or several")
         if self.lower_bound is not None and self.upper_bound is not None and self.lower_bound > self.upper_bound:
             raise ValueError(f"lower_bound {self.lower_bound} is above upper_bound {self.upper_bound}")

@@ -23,7 +23,7 @@ from dtfx.components.example_gen.sources import describe_paths, image_kind_probl
 from dtfx.components.registry.formats import format_of
 from dtfx.components.registry.metrics import TASKS, metrics_for, unreachable_bounds
 from dtfx.pipeline import file_checks, model_module
-from dtfx.pipeline.config import EVERY_N_WORD, Config, DataSection, PipelineSection, PusherSection
+from dtfx.pipeline.config import EVERY_N_WORD, Config, DataSection, PipelineSection, PusherSection, Threshold
 from dtfx.pipeline.config_base import PATTERN_WORDS, UNKNOWN_TYPE, WORD_OR_NUMBER, Section
 from dtfx.pipeline.errors import ConfigError, Problem
 from dtfx.pipeline.yaml_source import line_of, parse_yaml, read_text
@@ -234,7 +234,7 @@ def _given(section: dict[str, Any], model: type[Section], key: str) -> Any:
 
 def _unreachable_bounds(path: str, metric: str, bounds: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     """A bound outside the values the metric can take would never bless a model, like having no threshold."""
-    lower, upper, change = (bounds.get(key) for key in ("lower_bound", "upper_bound", "max_regression"))
+    lower, upper, change = (bounds.get(key) for key in Threshold.BOUNDS)
     found = unreachable_bounds(metric, lower if _is_number(lower) else None, upper if _is_number(upper) else None,
                                change if _is_number(change) else None)
     return [Problem(f"{path}.{key}", message, line_of(f"{path}.{key}", lines) or line_of(path, lines))

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from dtfx.components import data_fingerprint
-from dtfx.components.example_gen import component, sources
+from dtfx.components.example_gen import sources
 from tests.conftest import default_config, run_dtfx, set_key
 
 PENGUINS_CSV = (importlib.resources.files("palmerpenguins") / "data" / "penguins.csv").read_bytes()
@@ -30,18 +30,6 @@ def data_bucket(s3_server, store_env, request) -> str:
     return f"s3://{name}"
 
 
-@pytest.mark.parametrize(("data_path", "split"), [
-    ("s3://b/data/*.csv", ("s3://b/data", "*.csv")),
-    ("s3://b/data/", ("s3://b/data", "*")),
-    ("minio://b/data/x.csv", ("minio://b/data", "x.csv")),
-    ("gs://b/x.csv", ("gs://b", "x.csv")),
-    ("s3://b", ("s3://b", "*")),
-    ("s3://b/*/part-*.parquet", ("s3://b", "*/part-*.parquet")),
-])
-def test_a_bucket_data_path_splits_like_a_path_without_asking_the_store(data_path, split):
-    assert component.split_data_path(data_path) == split
-
-
 def test_ingest_lists_the_glob_s_objects_only(data_bucket):
     assert sources.list_data_files(f"{data_bucket}/data/*.csv") == [f"{data_bucket}/data/a.csv", f"{data_bucket}/data/b.csv"]
     assert sources.list_data_files(f"{data_bucket}/data") == [f"{data_bucket}/data/a.csv", f"{data_bucket}/data/b.csv"]
@@ -57,7 +45,7 @@ def test_ingest_reads_the_objects_as_it_reads_files(data_bucket):
 
 
 def test_the_fingerprint_changes_when_an_object_changes(data_bucket, s3_server):
-    pattern = data_fingerprint.data_pattern(*_ingest_parameters(f"{data_bucket}/data/*.csv"))
+    pattern = f"{data_bucket}/data/*.csv"
     first = data_fingerprint.fingerprint(pattern)
     assert data_fingerprint.fingerprint(pattern) == first
     assert "(2 files," in first
@@ -79,8 +67,7 @@ def test_the_fingerprint_changes_when_an_object_changes(data_bucket, s3_server):
 def test_the_fingerprint_step_exits_2_naming_a_missing_bucket_or_no_match(data_bucket, tmp_path, capsys):
     for data_path, message in [("s3://no-such-bucket-here/data/*.csv", "the bucket 'no-such-bucket-here' does not exist"),
                                (f"{data_bucket}/data/*.parquet", "data/*.parquet: no data file matches")]:
-        input_base, input_config = _ingest_parameters(data_path)
-        executor_input = {"inputs": {"parameterValues": {"input_base": input_base, "input_config": input_config}},
+        executor_input = {"inputs": {"parameterValues": {"input_base": data_path}},
                           "outputs": {"outputFile": str(tmp_path / "out.json")}}
         assert data_fingerprint.main(["--executor_input", json.dumps(executor_input)]) == 2
         assert message in capsys.readouterr().err
@@ -111,12 +98,6 @@ def test_a_local_run_trains_and_pushes_from_data_in_a_bucket(data_bucket, store_
     assert result.returncode == 0, result.stderr[-4000:]
     serving = tmp_path / "outputs" / "penguins" / "serving"
     assert [path.name for path in serving.iterdir() if (path / "saved_model.pb").exists()], result.stdout[-2000:]
-
-
-def _ingest_parameters(data_path: str) -> tuple[str, str]:
-    """(input_base, input_config) as the compiled ingest and data_fingerprint steps get them."""
-    input_base, pattern = component.split_data_path(data_path)
-    return input_base, json.dumps({"splits": [{"name": component.INPUT_SPLIT, "pattern": pattern}]})
 
 
 def _config(tmp_path, data_path: str, **keys):

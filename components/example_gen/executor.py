@@ -227,7 +227,8 @@ def _tfrecord_column(records: np.ndarray, name: str, kinds: dict[str, str], firs
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
-    """Reads the files of `input_base/pattern` and writes a sharded `Examples` artifact."""
+    """Reads the data files at `input_base` (data.path: a file, a directory or a glob) and writes a sharded `Examples`
+    artifact."""
 
     def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
            exec_properties: dict[str, Any]) -> None:
@@ -236,11 +237,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         options = IngestOptions.from_custom_config(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
         split_names, split_sizes = _output_splits(exec_properties)
         _check_formats(exec_properties)
-        input_config = example_gen_pb2.Input()
-        proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
-        if len(input_config.splits) != 1:
-            raise ValueError("ShardedExampleGen reads one input split and makes the output splits itself")
-        pattern = os.path.join(exec_properties[standard_component_specs.INPUT_BASE_KEY], input_config.splits[0].pattern)
+        pattern = exec_properties[standard_component_specs.INPUT_BASE_KEY]
         files = sources.list_data_files(pattern)
         if not files:
             raise DataError(f"{pattern}: no data file matches")

@@ -81,7 +81,7 @@ def list_data_files(pattern: str) -> list[str]:
         return [*list_data_objects(pattern)]
     from tfx.dsl.io import fileio  # the same glob as TFX's driver, which fingerprinted these files
 
-    if fileio.isdir(pattern):  # `dtfx predict --data DIR`; ingest gets DIR/* from component.split_data_path
+    if fileio.isdir(pattern):
         pattern = os.path.join(pattern, "*")
     return data_files_among(pattern, sorted(path for path in fileio.glob(pattern) if not fileio.isdir(path)))
 

@@ -24,12 +24,22 @@ from dtfx.pipeline.yaml_source import key_lines, line_of
 VOLUME_HINT = "an absolute path on a volume mounted in every step (kubeflow.volumes) or inside the image"
 
 
-def cluster_problems(config: Config, source: str, require_cluster: bool = True) -> list[Problem]:
-    """What keeps `config` (loaded without resolving its paths) from running on Kubeflow.
+# Where cluster_problems checks a config: compiling it, rehearsing it here, or in a run on the cluster.
+COMPILE, REHEARSAL, RUN = "compile", "rehearsal", "run"
+WHERE = (COMPILE, REHEARSAL, RUN)
 
-    With `require_cluster`, the image and the pipeline root must be set; a rehearsal on this
-    machine needs neither, but runs Beam in its steps. Lines are looked up in the YAML file `source`.
+
+def cluster_problems(config: Config, source: str, where: str = COMPILE) -> list[Problem]:
+    """What keeps `config` (loaded without resolving its paths) from running on Kubeflow, checked `where`.
+
+    COMPILE: the image and the pipeline root must be set, and what the image must hold is checked.
+    REHEARSAL: on this machine, which needs neither but runs Beam in its steps. RUN: in the run's
+    first step on the cluster, the compiled config with the run's values (run_form.check): what a
+    value may break. Lines are looked up in the YAML file `source`.
     """
+    if where not in WHERE:
+        raise ValueError(f"where must be one of {WHERE}, not {where!r}")
+    require_cluster = where == COMPILE
     lines = key_lines(source)
     problems = []
 
@@ -46,7 +56,7 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
     if require_cluster and not kubeflow.pipeline_root:
         problem("kubeflow.pipeline_root", "required to compile: the object store that keeps the steps' artifacts, such as "
                                           "minio://mlpipeline/v2/artifacts (the MinIO of an open-source Kubeflow install)")
-    if not require_cluster and config.beam.runner != "direct":
+    if where == REHEARSAL and config.beam.runner != "direct":
         problem("beam.runner", f"{config.beam.runner!r} sends Beam's work to a cluster, while a rehearsal runs Beam in "
                                "each step: --set beam.runner=direct")
     root = kubeflow.pipeline_root or ""
@@ -59,7 +69,7 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
             "or beam.runner: direct",
         )
 
-    training_problem = _training_job_problem(config) if require_cluster else None
+    training_problem = _training_job_problem(config) if where != REHEARSAL else None
     if training_problem:
         problem(*training_problem)
 
@@ -77,7 +87,7 @@ def cluster_problems(config: Config, source: str, require_cluster: bool = True) 
     elif config.beam.runner == "dataflow" and mount_of(config.data.path, kubeflow):
         problem("data.path", f"ingest runs on Dataflow's workers, which cannot mount kubeflow.volumes "
                              f"({mount_of(config.data.path, kubeflow)}): put the data in the pipeline image")
-    if require_cluster:
+    if where != REHEARSAL:  # a rehearsal's S3 server stands in for any endpoint
         for message in _minio_without_endpoint(config):
             problem("kubeflow.store.endpoint", message)
     predict_problem = _pod_path_problem(config.predict.data, urls=buckets.SCHEMES) if config.predict else None

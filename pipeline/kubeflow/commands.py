@@ -227,7 +227,7 @@ def _compiled(config, output: str | None, compile_it: bool = True):
 def rehearse_command(args) -> int:
     """`dtfx rehearse`: compiles, then runs the compiled file here as a cluster would, artifacts in a local S3 server."""
     from dtfx.pipeline import layout, run_lock
-    from dtfx.pipeline.kubeflow.checks import cluster_problems
+    from dtfx.pipeline.kubeflow.checks import REHEARSAL, cluster_problems
     from dtfx.pipeline.kubeflow.image import environment_problems, image_environment
     from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
     from dtfx.pipeline.loader import load_config
@@ -243,7 +243,7 @@ def rehearse_command(args) -> int:
     data_in_bucket = _bucket_data(config.data.path, uploads, own_server=not args.s3_endpoint)
     if not data_in_bucket:
         config = load_config(args.config, args.overrides)
-    problems = cluster_problems(config, args.config, require_cluster=False)
+    problems = cluster_problems(config, args.config, REHEARSAL)
     if problems:
         raise ConfigError(args.config, problems)
     image = image_environment()

@@ -98,6 +98,7 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
     spec = job["pipelineSpec"]
     notes = _finish(spec, config, pipeline_root, training_job is not None)
     run_form.add_to_spec(spec, form, run_form.config_text(config))
+    _fingerprint_follows_run_parameters(spec, form)
     _add_store_env(spec, config)
     notes += list(form.notes)
     notes += retries.apply_retries(spec, config.kubeflow)
@@ -232,20 +233,19 @@ def _add_data_fingerprint(spec: dict) -> None:
     image and command, and from 2.15 its PVC names (backend/src/v2/cacheutils/cache.go, GenerateCacheKey,
     2.0 to 2.17): the files behind ingest's `input_base` are not in it, so a cached ingest would return the
     first run's examples for as long as data.path stays the same. The fingerprint step reads ingest's
-    own `input_base` and `input_config`, is never cached (no `cachingOptions`), and its output
-    parameter reaches ingest through `taskOutputParameter` (resolved from the producer's ML Metadata
-    execution by every 2.x driver): ingest's key, and through its new examples' ids every later
-    step's, changes exactly when the data does. Ingest keeps TFX's `cachingOptions`. Its TFX
-    entrypoint hands the extra parameter to the executor as an exec property, which it does not read;
-    the parameter is wired here only, so local runs (TFX's own driver fingerprints the data there)
-    and their cache are untouched.
+    own `input_base` (data.path, or the run's value of it: `_fingerprint_follows_run_parameters`), is never
+    cached (no `cachingOptions`), and its output parameter reaches ingest through `taskOutputParameter`
+    (resolved from the producer's ML Metadata execution by every 2.x driver): ingest's key, and through its
+    new examples' ids every later step's, changes exactly when the data does. Ingest keeps TFX's
+    `cachingOptions`. Its TFX entrypoint hands the extra parameter to the executor as an exec property,
+    which it does not read; the parameter is wired here only, so local runs (the ingest component's own
+    driver fingerprints the data there) and their cache are untouched.
     """
     tasks = spec["root"]["dag"]["tasks"]
     ingest = tasks[INGEST_STAGE]
     component = spec["components"][ingest["componentRef"]["name"]]
     container = spec["deploymentSpec"]["executors"][component["executorLabel"]]["container"]
-    data_inputs = {name: ingest["inputs"]["parameters"][name]
-                   for name in (data_fingerprint.INPUT_BASE, data_fingerprint.INPUT_CONFIG)}
+    data_inputs = {data_fingerprint.INPUT_BASE: ingest["inputs"]["parameters"][data_fingerprint.INPUT_BASE]}
     string = {"parameterType": "STRING"}
     label = f"{DATA_FINGERPRINT_ID}_executor"
     spec["components"][DATA_FINGERPRINT_ID] = {
@@ -274,6 +274,19 @@ def _add_data_fingerprint(spec: dict) -> None:
         inputs_spec = json.loads(args[at])
         inputs_spec.setdefault("parameters", {})[DATA_FINGERPRINT_PARAMETER] = dict(string)
         args[at] = json.dumps(inputs_spec, indent=2)
+
+
+def _fingerprint_follows_run_parameters(spec: dict, form: run_form.RunForm) -> None:
+    """The data_fingerprint step takes a run parameter that sets ingest's `input_base` (data.path) straight from the
+    pipeline's inputs: it lists the files that run's ingest reads."""
+    tasks = spec["root"]["dag"]["tasks"]
+    if DATA_FINGERPRINT_ID not in tasks:
+        return
+    data_path = run_form.Target(INGEST_STAGE, data_fingerprint.INPUT_BASE, ())
+    for parameter in form.parameters:
+        if data_path in parameter.targets:
+            tasks[DATA_FINGERPRINT_ID]["inputs"]["parameters"][data_fingerprint.INPUT_BASE] = {
+                "componentInputParameter": parameter.name}
 
 
 def _add_run_results(spec: dict, config: Config) -> None:

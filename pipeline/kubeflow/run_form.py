@@ -104,7 +104,7 @@ def form(config, build: Callable) -> RunForm:
 def default_keys(config) -> list[str]:
     """The keys of DEFAULT_RUN_PARAMETERS, with every bound set in evaluator.thresholds after the trainer's."""
     bounds = [f"evaluator.thresholds.{metric}.{bound}" for metric, threshold in config.evaluator.thresholds.items()
-              for bound, value in threshold.model_dump().items() if value is not None]
+              for bound in threshold.BOUNDS if getattr(threshold, bound) is not None]
     trainer = [key for key in DEFAULT_RUN_PARAMETERS if key.startswith("trainer.")]
     return trainer + bounds + [key for key in DEFAULT_RUN_PARAMETERS if key not in trainer]
 
@@ -221,7 +221,11 @@ def _sentinel(value):
         return not value
     kind = type(value)
     sentinel = SENTINELS[kind] if value != SENTINELS[kind] else ALTERNATE_SENTINELS[kind]
-    return "/" + sentinel if kind is str and value.startswith("/") else sentinel  # a path stays a path to the builder
+    if kind is str and value.startswith("/"):
+        return "/" + sentinel  # a path stays a path to the builder
+    if kind is str and "://" in value:
+        return value[: value.index("://") + 3] + sentinel  # a URI stays a URI of its scheme (a bucket stays a bucket)
+    return sentinel
 
 
 def _check_names(parameters: list[RunParameter]) -> None:
@@ -334,7 +338,7 @@ def check(config_yaml: str, keys: dict[str, dict], values: dict) -> list[str]:
     """The problems of the config `config_yaml` with each parameter's value (`values`, by parameter name) set at its
     key (`keys`: name to {key, type}), as `dtfx validate --set` finds them without the data; one line each, naming
     the parameter."""
-    from dtfx.pipeline.kubeflow.checks import cluster_problems
+    from dtfx.pipeline.kubeflow.checks import RUN, cluster_problems
     from dtfx.pipeline.loader import load_config
 
     problems, overrides, given = [], [], {}
@@ -356,7 +360,7 @@ def check(config_yaml: str, keys: dict[str, dict], values: dict) -> list[str]:
             handle.write(config_yaml)
         try:
             config = load_config(path, overrides, check_data=False)
-            found = cluster_problems(config, path, require_cluster=False)
+            found = cluster_problems(config, path, RUN)
         except ConfigError as error:
             found = error.problems
     by_key = {entry["key"]: name for name, entry in keys.items()}
@@ -368,6 +372,9 @@ def _named(problem, by_key: dict[str, str], values: dict) -> str:
     for key, name in by_key.items():
         if problem.path == key or problem.path.startswith(key + "."):
             return f"run parameter {name} ({key}) = {json.dumps(values.get(name))}: {problem.message}"
+    for key, name in by_key.items():  # a rule of another key that the value breaks (data.path in minio:// needs an endpoint)
+        if f"{key} " in problem.message:
+            return f"run parameter {name} ({key}) = {json.dumps(values.get(name))}: {problem.path}: {problem.message}"
     return f"{problem.path}: {problem.message}"
 
 

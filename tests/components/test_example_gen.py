@@ -24,7 +24,7 @@ from tfx.types import artifact_utils, standard_artifacts
 
 from dtfx.components.errors import DataError
 from dtfx.components.example_gen import encode, executor, sources
-from dtfx.components.example_gen.component import ShardedExampleGen, split_data_path
+from dtfx.components.example_gen.component import ShardedExampleGen
 from dtfx.components.example_gen.options import IngestOptions
 from dtfx.pipeline.config import DataSection, ShardingSection
 
@@ -414,14 +414,16 @@ def test_non_finite_numbers_become_missing_values_when_the_config_says_so(tmp_pa
 # --- the component ---------------------------------------------------------------------------
 
 
-def test_data_path_becomes_input_base_and_pattern(tmp_path):
+def test_ingest_keeps_the_data_path_whole_where_a_run_parameter_can_set_it(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "x.csv").write_text("a\n1\n")
-    assert split_data_path(str(tmp_path / "d")) == (str(tmp_path / "d"), "*")
-    assert split_data_path(str(tmp_path / "d" / "x.csv")) == (str(tmp_path / "d"), "x.csv")
-    assert split_data_path(str(tmp_path / "d" / "*" / "x*.csv")) == (str(tmp_path / "d"), "*/x*.csv")
-    with pytest.raises(ValueError):
-        split_data_path("relative/path.csv")
+    options = ingest_options("a")
+    for data_path in (str(tmp_path / "d"), str(tmp_path / "d") + "/", str(tmp_path / "d" / "x.csv"),
+                      str(tmp_path / "d" / "*" / "x*.csv"), "s3://b/data/*.csv", "gs://b"):
+        ingest = ShardedExampleGen(data_path=data_path, splits={"train": 1}, options=options)
+        assert ingest.exec_properties["input_base"] == data_path
+    with pytest.raises(ValueError, match="absolute path or a bucket URI"):
+        ShardedExampleGen(data_path="relative/path.csv", splits={"train": 1}, options=options)
 
 
 def test_component_options_round_trip_through_the_custom_config(tmp_path):
@@ -477,7 +479,7 @@ def test_in_a_local_pipeline_with_statistics_then_cached_then_rerun_when_the_dat
     Execution = metadata_store_pb2.Execution
     assert example_gen_runs() == [Execution.COMPLETE]
     first = latest_examples()
-    assert first.custom_properties["input_fingerprint"].string_value.startswith("split:single_split,num_files:1")
+    assert first.custom_properties["input_fingerprint"].string_value.endswith(f"(1 file, {data.stat().st_size} bytes)")
     for split in ("train", "eval"):
         assert sorted(os.listdir(os.path.join(first.uri, f"Split-{split}"))) == [
             "data_tfrecord-00000-of-00002.gz", "data_tfrecord-00001-of-00002.gz"]
@@ -492,7 +494,7 @@ def test_in_a_local_pipeline_with_statistics_then_cached_then_rerun_when_the_dat
 
     write_csv(data, make_rows(250, seed=8))
     stat = data.stat()
-    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))  # the fingerprint has 1 s resolution
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))  # newer, even on a file system of 1 s times
     run_pipeline()
     assert example_gen_runs() == [Execution.COMPLETE, Execution.CACHED, Execution.COMPLETE]
     rerun = latest_examples()

@@ -125,12 +125,13 @@ def test_every_step_runs_dtfx_entrypoint_from_the_image(spec):
     assert "module_file" not in parameters and "module_path" not in parameters
 
 
-def test_the_run_form_holds_the_learning_rate_train_steps_and_threshold_typed_with_the_config_as_default(spec):
+def test_the_run_form_holds_the_learning_rate_train_steps_threshold_and_data_typed_with_the_config_as_default(spec):
     """The default run parameters of the shipped config (tests/kubeflow/test_run_form.py tests the form itself)."""
     inputs = spec["root"]["inputDefinitions"]["parameters"]
     assert {name: (value["parameterType"], value["defaultValue"]) for name, value in inputs.items()} == {
         "trainer_learning_rate": ("NUMBER_DOUBLE", 0.01), "trainer_train_steps": ("NUMBER_INTEGER", 300),
-        "evaluator_thresholds_accuracy_lower_bound": ("NUMBER_DOUBLE", 0.8)}
+        "evaluator_thresholds_accuracy_lower_bound": ("NUMBER_DOUBLE", 0.8),
+        "data_path": ("STRING", "/mnt/dtfx/data/penguins.csv")}
     tasks = spec["root"]["dag"]["tasks"]
     assert tasks["train"]["inputs"]["parameters"]["trainer_train_steps"] == {"componentInputParameter": "trainer_train_steps"}
     assert "train_args" not in inputs and "eval_config" not in inputs, "no JSON blobs in the run form"
@@ -168,9 +169,9 @@ def test_every_step_but_the_data_fingerprint_is_cached_and_ingest_is_keyed_on_it
     assert ingest["inputs"]["parameters"]["data_fingerprint"] == {
         "taskOutputParameter": {"producerTask": "data_fingerprint", "outputParameterKey": "data_fingerprint"}}
     assert ingest["dependentTasks"] == ["data_fingerprint"]
-    # The fingerprint lists what ingest reads: its parameters are ingest's own.
-    for name in ("input_base", "input_config"):
-        assert tasks["data_fingerprint"]["inputs"]["parameters"][name] == ingest["inputs"]["parameters"][name]
+    # The fingerprint lists what ingest reads: the run's data.path, which ingest writes into its input_base.
+    assert tasks["data_fingerprint"]["inputs"]["parameters"] == {"input_base": {"componentInputParameter": "data_path"}}
+    assert ingest["inputs"]["parameters"]["data_path"] == {"componentInputParameter": "data_path"}
     # It reads the data volume as ingest does.
     platform = list(yaml.safe_load_all(compiled[0].read_text()))[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     assert platform["data_fingerprint_executor"] == platform["ingest_executor"]

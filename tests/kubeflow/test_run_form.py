@@ -17,7 +17,7 @@ from dtfx.pipeline.config import Threshold, TrainerSection
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.kubeflow import platform, run_form
 from dtfx.pipeline.loader import load_config
-from tests.conftest import run_dtfx
+from tests.conftest import ROOT, run_dtfx
 from tests.kubeflow.fake_pipelines_api import FakePipelinesApi, serve
 from tests.kubeflow.test_compile import cluster_config, write
 from tests.kubeflow.test_rehearse import penguins_csv
@@ -43,11 +43,12 @@ def compile_form(tmp_path, capsys, run_parameters) -> tuple[int, str]:
 # --- which step reads which key: the sentinel build ---------------------------------------------------------------
 
 
-def test_the_default_form_is_the_learning_rate_train_steps_and_the_threshold_where_the_steps_read_them(tmp_path):
+def test_the_default_form_is_the_learning_rate_train_steps_threshold_and_data_where_the_steps_read_them(tmp_path):
     form = run_form.form(loaded(tmp_path), build)
 
     by_name = {parameter.name: parameter for parameter in form.parameters}
-    assert list(by_name) == ["trainer_learning_rate", "trainer_train_steps", "evaluator_thresholds_accuracy_lower_bound"]
+    assert list(by_name) == ["trainer_learning_rate", "trainer_train_steps", "evaluator_thresholds_accuracy_lower_bound",
+                             "data_path"]
     learning_rate = by_name["trainer_learning_rate"]
     assert (learning_rate.type, learning_rate.default) == ("NUMBER_DOUBLE", 0.01)
     assert learning_rate.description == TrainerSection.model_fields["learning_rate"].description
@@ -59,9 +60,18 @@ def test_the_default_form_is_the_learning_rate_train_steps_and_the_threshold_whe
     assert bound.description == Threshold.model_fields["lower_bound"].description
     ((task, prop, path),) = [(target.task, target.prop, target.path) for target in bound.targets]
     assert (task, prop, path[-3:]) == ("evaluate", "eval_config", ("threshold", "value_threshold", "lower_bound"))
-    # data.path is a default key, but ingest splits it into a directory and a pattern: left out, and said why.
-    (note,) = [note for note in form.notes if note.startswith("data.path is not a run parameter")]
-    assert run_form.SENTINELS[str] not in note
+    # Ingest keeps data.path whole; the data_fingerprint step, which the compiler adds, follows it (its own test).
+    data_path = by_name["data_path"]
+    assert (data_path.type, data_path.default) == ("STRING", "/mnt/dtfx/data/penguins.csv")
+    assert data_path.targets == (run_form.Target("ingest", "input_base", ()),)
+    assert form.notes == (), "a threshold's per_slice and at are no bounds: not offered, so nothing to explain"
+
+
+def test_a_bucket_data_path_is_a_run_parameter_too(tmp_path):
+    form = run_form.form(loaded(tmp_path, **{"data.path": "s3://team-data/penguins/*.csv"}), build)
+    (data_path,) = [parameter for parameter in form.parameters if parameter.key == "data.path"]
+    assert data_path.default == "s3://team-data/penguins/*.csv"
+    assert data_path.targets == (run_form.Target("ingest", "input_base", ()),)
 
 
 def test_a_boolean_and_a_string_key_map_to_their_json_paths(tmp_path):
@@ -75,7 +85,7 @@ def test_a_boolean_and_a_string_key_map_to_their_json_paths(tmp_path):
 
 
 @pytest.mark.parametrize("key, why", [
-    ("data.path", "ingest.input_base, ingest.input_config derive something from it"),
+    ("data.label", "evaluate.eval_config derive something from it"),
     ("trainer.model", "its value is a section or a list, not a number, a string or a boolean"),
     ("trainer.nope", "trainer.nope is not a key of the config"),
     ("evaluator.thresholds.accuracy.upper_bound", "its value is null"),
@@ -121,6 +131,19 @@ def test_the_compiled_spec_carries_types_defaults_descriptions_and_the_check_bef
     assert "cachingOptions" not in tasks[run_form.CHECK_STEP]
     train = spec["components"][tasks["train"]["componentRef"]["name"]]
     assert train["inputDefinitions"]["parameters"]["trainer_train_steps"] == {"parameterType": "NUMBER_INTEGER"}
+
+
+def test_a_run_s_data_path_reaches_ingest_and_the_fingerprint_of_its_files(tmp_path, capsys):
+    code, err = compile_form(tmp_path, capsys, ["data.path"])
+    assert code == 0, err
+    spec = next(yaml.safe_load_all((tmp_path / "p.yaml").read_text()))
+    tasks = spec["root"]["dag"]["tasks"]
+    # data_fingerprint lists the files of the run's data.path, so that ingest's cache key changes with them.
+    assert tasks["data_fingerprint"]["inputs"]["parameters"] == {"input_base": {"componentInputParameter": "data_path"}}
+    assert tasks["ingest"]["inputs"]["parameters"]["data_path"] == {"componentInputParameter": "data_path"}
+    ingest = spec["deploymentSpec"]["executors"][spec["components"]["ingest"]["executorLabel"]]["container"]
+    form = json.loads(ingest["args"][ingest["args"].index(run_parameters.RUN_PARAMETERS_FLAG) + 1])
+    assert form == {"data_path": {"type": "STRING", "targets": [["input_base", []]]}}
 
 
 # --- in the step: the value written where the builder put the key --------------------------------------------------
@@ -170,7 +193,8 @@ def check_step(tmp_path, values: dict) -> int:
     config = loaded(tmp_path)
     keys = {"trainer_learning_rate": {"key": "trainer.learning_rate", "type": "NUMBER_DOUBLE"},
             "evaluator_thresholds_accuracy_lower_bound": {"key": "evaluator.thresholds.accuracy.lower_bound",
-                                                          "type": "NUMBER_DOUBLE"}}
+                                                          "type": "NUMBER_DOUBLE"},
+            "data_path": {"key": "data.path", "type": "STRING"}}
     executor_input = {"inputs": {"parameterValues": values}}
     return run_form.main(["--executor_input", json.dumps(executor_input), "--keys", json.dumps(keys),
                           "--config", run_form.config_text(config)])
@@ -180,6 +204,10 @@ def check_step(tmp_path, values: dict) -> int:
     ("trainer_learning_rate", -1, "run parameter trainer_learning_rate (trainer.learning_rate) = -1.0: should be "
                                   "greater than 0"),
     ("evaluator_thresholds_accuracy_lower_bound", 1.5, "accuracy is never above 1, so lower_bound 1.5 can never be met"),
+    ("data_path", "data/penguins.csv", 'run parameter data_path (data.path) = "data/penguins.csv": a relative path means '
+                                       "nothing in a pod"),
+    ("data_path", "https://example.com/penguins.csv", "dtfx's bucket client"),
+    ("data_path", "minio://team-data/penguins.csv", "kubeflow.store.endpoint: required to read data.path"),
 ])
 def test_the_check_step_refuses_a_value_the_config_refuses_naming_the_parameter_and_the_rule(tmp_path, capsys, name, value,
                                                                                                rule):
@@ -191,6 +219,18 @@ def test_the_check_step_refuses_a_value_the_config_refuses_naming_the_parameter_
 def test_the_check_step_passes_the_defaults_and_good_values(tmp_path, capsys):
     assert check_step(tmp_path, {"trainer_learning_rate": 0.05, "evaluator_thresholds_accuracy_lower_bound": 0.8}) == 0
     assert "trainer_learning_rate=0.05" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("golden", sorted((ROOT / "tests" / "golden").glob("kubeflow_penguins*.yaml")), ids=lambda path: path.stem)
+def test_the_check_step_of_every_golden_spec_passes_the_compiled_values_as_it_runs_in_the_cluster(golden, capsys):
+    # Found: the check took a Dataflow or Flink pipeline for a rehearsal and ended every run of it ("beam.runner ...
+    # sends Beam's work to a cluster, while a rehearsal runs Beam in each step").
+    spec = next(yaml.safe_load_all(golden.read_text()))
+    container = spec["deploymentSpec"]["executors"][f"{run_form.CHECK_STEP}_executor"]["container"]
+    assert container["command"] == ["python", "-m", run_form.__name__]
+    defaults = {name: entry["defaultValue"] for name, entry in spec["root"]["inputDefinitions"]["parameters"].items()}
+    args = [json.dumps({"inputs": {"parameterValues": defaults}}) if arg == "{{$}}" else arg for arg in container["args"]]
+    assert run_form.main(args) == 0, capsys.readouterr().err
 
 
 def test_the_config_compiled_into_the_check_step_loads_as_the_same_config(tmp_path):
@@ -274,8 +314,12 @@ def test_rehearse_refuses_an_unknown_param_before_any_step(write_config, tmp_pat
 
 @pytest.mark.slow
 def test_a_rehearsal_trains_with_the_params_given(write_config, tmp_path, s3_store):
-    result = rehearse(shrunk_config(write_config, tmp_path), s3_store, "run-form-good",
-                      "trainer_learning_rate=0.05", "trainer_train_steps=12")
+    config = shrunk_config(write_config, tmp_path)
+    rows = penguins_csv(tmp_path / "other").read_text().splitlines(keepends=True)
+    other = tmp_path / "other" / "every-other-penguin.csv"
+    other.write_text(rows[0] + "".join(rows[1::2]))  # 172 of the 344 penguins
+    result = rehearse(config, s3_store, "run-form-good", "trainer_learning_rate=0.05", "trainer_train_steps=12",
+                      f"data_path={other}")
 
     assert result.returncode == 0, result.stdout + result.stderr
     logs = Path(re.search(r"^logs: (.+)$", result.stdout, re.MULTILINE).group(1))
@@ -284,11 +328,17 @@ def test_a_rehearsal_trains_with_the_params_given(write_config, tmp_path, s3_sto
     # TFX's entrypoint logs the exec properties the executor gets: the run's values, not the compiled 40 and 0.01.
     assert '\\"num_steps\\": 12' in train_log or '"num_steps": 12' in train_log, train_log[-3000:]
     assert '\\"learning_rate\\": 0.05' in train_log or '"learning_rate": 0.05' in train_log
+    # The run's data: listed by data_fingerprint, read by ingest, counted by statistics.
+    assert f"data_fingerprint of {other}: " in (logs / "data_fingerprint.log").read_text()
+    assert f"'input_base': '{other}'" in (logs / "ingest.log").read_text()
+    (summary,) = (logs.parent / "store" / "run_results").glob("*/summary")  # the run page's data summary
+    counts = re.findall(r"^### (?:train|eval): (\d+) examples", summary.read_text(), re.MULTILINE)
+    assert sum(map(int, counts)) == 172, summary.read_text()[:1000]
 
 
-def test_a_key_the_builder_refuses_to_take_as_a_sentinel_is_said_in_plain_words(tmp_path):
-    # With data in a bucket, ingest's builder refuses the sentinel value outright (not an absolute path).
-    form = run_form.form(loaded(tmp_path, **{"data.path": "s3://team-data/penguins/*.csv"}), build)
-    (note,) = [note for note in form.notes if note.startswith("data.path is not a run parameter")]
-    assert note == ("data.path is not a run parameter: the pipeline's builder reads its value when compiling: "
-                    "a run cannot change it")
+def test_a_key_the_builder_refuses_to_take_as_a_sentinel_is_said_in_plain_words(tmp_path, capsys):
+    # The builder refuses the sentinel value of data.sharding.num_shards outright (too many shards).
+    code, err = compile_form(tmp_path, capsys, ["data.sharding.num_shards"])
+    assert code == 2 and ("data.sharding.num_shards: the pipeline's builder reads its value when compiling: "
+                          "a run cannot change it") in err, err
+    assert str(run_form.SENTINELS[int]) not in err
