@@ -90,7 +90,7 @@ def apply(argv: list[str]) -> list[str]:
     executor_input = json.loads(argv[position])
     values = parameter_values(executor_input)
     inputs = executor_input.setdefault("inputs", {})
-    # Every release in kubeflow.kfp_version's list hands parameters as parameterValues (pipeline/kubeflow/driver.py).
+    # Every release in kubeflow.kfp_version's list hands parameters as parameterValues (pipeline/kubeflow/rehearsal/driver.py).
     properties = inputs.setdefault("parameterValues", {})
     for name, entry in form.items():
         if name not in values:

@@ -119,7 +119,7 @@ STORE_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_
 @pytest.fixture(scope="module")
 def s3_server():
     """moto's S3 server on a free port of 127.0.0.1, stopped by its pid when the module's tests are done."""
-    from dtfx.pipeline.kubeflow.object_store import local_s3_server
+    from dtfx.pipeline.kubeflow.rehearsal.object_store import local_s3_server
 
     with local_s3_server() as store:
         yield store

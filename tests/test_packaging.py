@@ -15,8 +15,8 @@ from importlib import metadata
 import pytest
 from packaging.requirements import Requirement
 
-from dtfx.pipeline.kubeflow import commands
 from dtfx.pipeline.kubeflow.image import locked_versions, normalised_name
+from dtfx.pipeline.kubeflow.rehearsal import command
 from tests.conftest import ROOT, run_dtfx
 
 PENGUINS = str(ROOT / "pipeline_config" / "penguins.yaml")
@@ -101,7 +101,7 @@ def test_the_rehearse_extra_installs_exactly_the_modules_a_rehearsal_checks_for(
     and requirements-dev.lock pins a version of each that the extra accepts."""
     extra = [Requirement(text) for text in _pyproject()["project"]["optional-dependencies"]["rehearse"]]
     providers = metadata.packages_distributions()
-    modules = commands.S3_CLIENT_MODULES + commands.S3_SERVER_MODULES
+    modules = command.S3_CLIENT_MODULES + command.S3_SERVER_MODULES
     assert {normalised_name(providers[module][0]) for module in modules} == {normalised_name(r.name) for r in extra}
     pins = locked_versions(ROOT / "requirements-dev.lock")
     assert [str(r) for r in extra if not r.specifier.contains(pins.get(normalised_name(r.name), "0"))] == []

@@ -37,7 +37,7 @@ from dtfx.pipeline.kubeflow_config import (
 )
 from dtfx.pipeline.yaml_source import key_lines, line_of
 
-# The first line of the file, by which `dtfx compile` knows an earlier output of its own (kubeflow/commands.py).
+# The first line of the file, by which `dtfx compile` knows an earlier output of its own (kubeflow/compiled_files.py).
 HEADER = "# The KServe InferenceService that serves the models the compiled pipeline pushes (dtfx compile)."
 API_VERSION = "serving.kserve.io/v1beta1"
 KIND = "InferenceService"

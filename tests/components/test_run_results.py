@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dtfx.components.run_results import evaluation, pages, step, ui_outputs
-from dtfx.pipeline.kubeflow.run_page import as_recorded
+from dtfx.pipeline.kubeflow.rehearsal.run_page import as_recorded
 from tests.report.conftest import evaluations  # noqa: F401  (the session's real TFMA evaluations)
 from tests.report.evaluations import ISLANDS, binary_examples, classification_specs, evaluate
 

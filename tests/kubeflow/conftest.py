@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from dtfx.pipeline.kubeflow.object_store import local_s3_server
+from dtfx.pipeline.kubeflow.rehearsal.object_store import local_s3_server
 from tests.kubeflow.fake_pipelines_api import serve
 
 _buckets = itertools.count()

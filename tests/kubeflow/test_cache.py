@@ -19,9 +19,10 @@ import yaml
 
 from dtfx.components import data_fingerprint
 from dtfx.components.names import RUN_RESULTS_ID
-from dtfx.pipeline.kubeflow import cache, driver, run_form
-from dtfx.pipeline.kubeflow.object_store import local_s3_server
-from dtfx.pipeline.kubeflow.rehearsal import rehearse
+from dtfx.pipeline.kubeflow import run_form
+from dtfx.pipeline.kubeflow.rehearsal import cache, driver
+from dtfx.pipeline.kubeflow.rehearsal.object_store import local_s3_server
+from dtfx.pipeline.kubeflow.rehearsal.runner import rehearse
 from tests.conftest import run_dtfx
 
 MODEL_SCHEMA = ("title: kfp.Model\ntype: object\nproperties:\n  framework:\n    type: string\n"

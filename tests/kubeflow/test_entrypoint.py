@@ -1,7 +1,7 @@
 """dtfx.components.kfp_entrypoint: what Kubeflow's driver and launcher hand a step, as TFX's entrypoint can read it.
 
 Contract tests build the executor input of every step of the compiled penguins pipeline as each
-backend release writes it (dtfx.pipeline.kubeflow.driver) and check what TFX's own parsing makes
+backend release writes it (dtfx.pipeline.kubeflow.rehearsal.driver) and check what TFX's own parsing makes
 of it after dtfx.components.kfp_executor_input prepared it.
 """
 
@@ -15,7 +15,7 @@ import yaml
 
 from dtfx.components import kfp_executor_input, run_parameters
 from dtfx.components.kfp_executor_input import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, OUTPUT_TYPES_FLAG, prepare
-from dtfx.pipeline.kubeflow import driver
+from dtfx.pipeline.kubeflow.rehearsal import driver
 from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
 
 SCHEMA_TYPE = {"instanceSchema": "title: tfx.Schema\ntype: object\n"}

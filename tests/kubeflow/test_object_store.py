@@ -15,7 +15,7 @@ import pytest
 
 from dtfx.components.directory_markers import remove_directory_markers
 from dtfx.components.processes import LOOPBACK, alive, die_with_parent, free_port
-from dtfx.pipeline.kubeflow.object_store import LauncherError, local_s3_server
+from dtfx.pipeline.kubeflow.rehearsal.object_store import LauncherError, local_s3_server
 
 
 def put(store, uri: str, body: bytes = b"x") -> None:

@@ -21,8 +21,9 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 from tfx.types import Channel, standard_artifacts
 
 from dtfx.pipeline.kubeflow.compiler import ENTRYPOINT
-from dtfx.pipeline.kubeflow.object_store import split_uri
-from dtfx.pipeline.kubeflow.rehearsal import RehearsalError, rehearse
+from dtfx.pipeline.kubeflow.rehearsal.object_store import split_uri
+from dtfx.pipeline.kubeflow.rehearsal.runner import rehearse
+from dtfx.pipeline.kubeflow.rehearsal.spec import RehearsalError
 
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 

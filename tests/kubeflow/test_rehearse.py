@@ -17,9 +17,10 @@ import pytest
 from dtfx.components.names import RUN_RESULTS_ID
 from dtfx.components.run_results import ui_outputs
 from dtfx.pipeline.cli import main
-from dtfx.pipeline.kubeflow import compiler, rehearsal
-from dtfx.pipeline.kubeflow.driver import Artifact
-from dtfx.pipeline.kubeflow.rehearsal import RehearsalResult, TaskRun
+from dtfx.pipeline.kubeflow import compiler
+from dtfx.pipeline.kubeflow.rehearsal import runner
+from dtfx.pipeline.kubeflow.rehearsal.driver import Artifact
+from dtfx.pipeline.kubeflow.rehearsal.report import RehearsalResult, TaskRun
 from tests.conftest import run_dtfx
 
 SPECIES = {"Adelie", "Chinstrap", "Gentoo"}
@@ -37,7 +38,7 @@ def fake_rehearsal(monkeypatch, result: RehearsalResult) -> list[tuple]:
                 on_task(task)
         return result
 
-    monkeypatch.setattr(rehearsal, "rehearse", rehearse)
+    monkeypatch.setattr(runner, "rehearse", rehearse)
     return calls
 
 
@@ -182,7 +183,7 @@ def test_rehearsal_of_the_shipped_config_pushes_a_servable_model(write_config, t
     predicted = serve(pushed, rows)
     assert set(predicted) <= SPECIES and len(predicted) == len(rows)
     assert re.search(r"^rehearsal: .+ \(succeeded, \d+ s\)$", result.stdout, re.MULTILINE)
-    # The run page: the four outputs of run_results, in the shapes the KFP UI reads (pipeline/kubeflow/run_page.py).
+    # The run page: the four outputs of run_results, in the shapes the KFP UI reads (pipeline/kubeflow/rehearsal/run_page.py).
     (report,) = (tmp_path / "outputs").rglob("rehearsal.json")
     shown = {o["output"]: o for o in json.loads(report.read_text())["run_page"] if o["task"] == RUN_RESULTS_ID}
     assert {key: o["type"] for key, o in shown.items()} == ui_outputs.OUTPUT_TYPES

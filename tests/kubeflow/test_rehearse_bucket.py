@@ -20,9 +20,9 @@ import yaml
 
 from dtfx.components import buckets
 from dtfx.pipeline.cli import main
-from dtfx.pipeline.kubeflow import driver
-from dtfx.pipeline.kubeflow.object_store import REHEARSAL_CREDENTIALS, ObjectStore
-from dtfx.pipeline.kubeflow.rehearsal import step_environment
+from dtfx.pipeline.kubeflow.rehearsal import driver
+from dtfx.pipeline.kubeflow.rehearsal.environment import step_environment
+from dtfx.pipeline.kubeflow.rehearsal.object_store import REHEARSAL_CREDENTIALS, ObjectStore
 from tests.conftest import default_config, run_dtfx, set_key
 from tests.kubeflow.test_rehearse import SPECIES, penguins_csv, serve
 

@@ -13,8 +13,9 @@ import pytest
 
 from dtfx.components.names import EVALUATE_STAGE, RUN_RESULTS_ID, STATISTICS_STAGE, TRANSFORM_STAGE, VALIDATION_STAGE
 from dtfx.components.run_results import step, ui_outputs
-from dtfx.pipeline.kubeflow.rehearsal import load_spec, rehearse
-from dtfx.pipeline.kubeflow.run_page import as_recorded
+from dtfx.pipeline.kubeflow.rehearsal.run_page import as_recorded
+from dtfx.pipeline.kubeflow.rehearsal.runner import rehearse
+from dtfx.pipeline.kubeflow.rehearsal.spec import load_spec
 
 GOLDEN_SPEC = Path(__file__).parents[1] / "golden" / "kubeflow_penguins.yaml"
 

@@ -22,7 +22,7 @@ from dtfx.components.trainer.kubernetes import manifest
 from dtfx.components.trainer.kubernetes import training as kubernetes_training
 from dtfx.components.trainer.kubernetes.api import AlreadyExists, KubernetesApi
 from dtfx.components.trainer.options import TrainerOptions
-from dtfx.pipeline.kubeflow.object_store import local_s3_server
+from dtfx.pipeline.kubeflow.rehearsal.object_store import local_s3_server
 from tests.conftest import ROOT, assert_matches_golden
 from tests.kubeflow.fake_kubernetes import FakeKubernetes
 from tests.kubeflow.test_compile import PLACEMENT, cli, cluster_config, normalised, write
@@ -252,14 +252,15 @@ def test_options_carry_the_job_settings_only_when_compiled_for_kubeflow(tmp_path
 
 def test_a_rehearsal_runs_the_training_processes_on_this_machine(tmp_path, monkeypatch):
     """`dtfx rehearse` has no Kubernetes: its steps get DTFX_TRAINING_PROCESSES=local, and train as `dtfx run` does."""
-    from dtfx.pipeline.kubeflow import rehearsal
+    from dtfx.pipeline.kubeflow.image import image_environment
+    from dtfx.pipeline.kubeflow.rehearsal.environment import process_environment
 
     job, options = small_job(tmp_path)
     monkeypatch.setenv(kubernetes_training.LOCAL_PROCESSES_ENV, "local")
     assert not kubernetes_training.through_kubernetes_job(options)
     with local_s3_server() as store, open(tmp_path / "train.log", "w") as log:
-        run = rehearsal._Run({}, tmp_path, store, "minio://b/r", None, print, sys.executable)
-        pod_env = run._pod_env(tmp_path / "pod", {"image": "dtfx"}, {}, log)
+        pod_env, _ = process_environment(tmp_path / "pod", {"image": "dtfx"}, {}, store, image_environment(), sys.executable,
+                                         log)
     assert pod_env[kubernetes_training.LOCAL_PROCESSES_ENV] == "local"
 
 

@@ -54,7 +54,7 @@ def test_the_package_imports_only_what_requirements_lock_or_the_rehearse_extra_i
 def test_rehearse_reads_the_image_once_and_hands_that_to_the_check_and_the_rehearsal():
     """`dtfx rehearse` reads the Dockerfile and requirements.lock once (image_environment) and passes the result to
     environment_problems and to rehearse(), which would otherwise each read them again."""
-    function = _function(ROOT / "pipeline" / "kubeflow" / "commands.py", "rehearse_command")
+    function = _function(ROOT / "pipeline" / "kubeflow" / "rehearsal" / "command.py", "rehearse_command")
     reads = [node for node in ast.walk(function) if _called(node) == "image_environment"]
     assert len(reads) == 1
     (assignment,) = [node for node in ast.walk(function) if isinstance(node, ast.Assign) and node.value is reads[0]]

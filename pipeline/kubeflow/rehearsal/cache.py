@@ -40,8 +40,8 @@ import os
 import re
 from pathlib import Path
 
-from dtfx.pipeline.kubeflow.driver import Artifact
-from dtfx.pipeline.kubeflow.object_store import LauncherError, ObjectStore, split_uri
+from dtfx.pipeline.kubeflow.rehearsal.driver import Artifact
+from dtfx.pipeline.kubeflow.rehearsal.object_store import LauncherError, ObjectStore, split_uri
 
 METADATA_FILE = "metadata.json"
 OBJECTS_DIR = "objects"

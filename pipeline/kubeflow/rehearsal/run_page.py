@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 
 from dtfx.components.run_results import ui_outputs
-from dtfx.pipeline.kubeflow.driver import Artifact
-from dtfx.pipeline.kubeflow.object_store import ObjectStore, is_store_uri, split_uri
+from dtfx.pipeline.kubeflow.rehearsal.driver import Artifact
+from dtfx.pipeline.kubeflow.rehearsal.object_store import ObjectStore, is_store_uri, split_uri
 
 PAGE_TYPES = (ui_outputs.HTML_TYPE, ui_outputs.MARKDOWN_TYPE)
 
