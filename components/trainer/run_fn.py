@@ -51,12 +51,15 @@ def run_fn(fn_args) -> None:
     With `multi_worker_mirrored` and `workers` > 1, or `parameter_server`, outside a cluster (no
     TF_CONFIG), the step starts the cluster's processes on this machine and waits for them
     (dtfx.components.trainer.distributed.local_cluster), or, compiled for Kubeflow, creates a training job whose
-    pods run them (dtfx.components.trainer.kubernetes.training).
+    pods run them (dtfx.components.trainer.kubernetes.training); rehearsed, it runs them here, the files of a job
+    without a training volume going through the store as in the pods.
     """
     job = TrainingJob.from_fn_args(fn_args)
     options = TrainerOptions.from_dict(job.custom_config)
     if cluster.needs_processes(options.distribution) and kubernetes_training.through_kubernetes_job(options):
         kubernetes_training.train(job, options)
+    elif cluster.needs_processes(options.distribution) and kubernetes_training.rehearsed_through_store(options):
+        kubernetes_training.train_here_through_store(job, options)
     elif cluster.needs_processes(options.distribution):
         local_cluster.train(job, options.distribution, sidecar=options.sidecar_evaluation)
     else:

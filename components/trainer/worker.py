@@ -39,7 +39,7 @@ def main(argv: list[str]) -> None:
     from dtfx.components.trainer.options import TrainerOptions
     from dtfx.components.trainer.training import devices
 
-    job = TrainingJob.from_json(_read_job_file(argv[1]))
+    job = TrainingJob.from_json(read_job_file(argv[1]))
     options = TrainerOptions.from_dict(job.custom_config)
     if role == cluster.EVALUATOR:
         from dtfx.components.trainer.distributed import sidecar
@@ -63,7 +63,7 @@ def main(argv: list[str]) -> None:
         buckets.upload(local.model_run_dir, job.model_run_dir)
 
 
-def _read_job_file(path: str) -> str:
+def read_job_file(path: str) -> str:
     """The TrainingJob JSON at `path`: a file in the pod, or an object in the store."""
     if buckets.is_store_uri(path):
         with buckets.open(path) as handle:

@@ -57,7 +57,7 @@ ENTRYPOINT = ["python", "-m", "dtfx.components.kfp_entrypoint"]
 # The executor kinds open-source Kubeflow Pipelines runs; `resolver` and `customJob` are Vertex AI only.
 OPEN_SOURCE_EXECUTORS = ("container", "importer")
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"  # TFX's entrypoint: the step's input definitions, as JSON
-# The first lines of what compiling writes, by which `dtfx compile` knows an earlier output of its own (kubeflow/commands.py).
+# The first lines of what compiling writes, by which `dtfx compile` knows an earlier output of its own (compiled_files.py).
 SPEC_HEADER = ("# PIPELINE DEFINITION", "# Description: compiled by dtfx (TFX KubeflowV2DagRunner) for Kubeflow Pipelines v2")
 TRAINING_JOB_HEADER = "# The training job that the train step of the compiled pipeline creates in each run (dtfx compile)."
 

@@ -86,7 +86,8 @@ def test_a_push_publishes_a_marked_version_and_one_archive_that_serves_it(servin
     found = keys(serving_dir)
     assert f"versions/{NOW}/saved_model.pb" in found and f"versions/{NOW}/{versions.PUSH_RECORD}" in found
     assert "serving.tar.gz" in found
-    assert not [key for key in found if key.startswith((".staging/", ".push.lease"))], "staging and lease are removed"
+    assert not [key for key in found if key.startswith((bucket_versions.STAGING + "/", bucket_versions.LEASE))], \
+        "staging and lease are removed"
     marker = json.loads(buckets.open(f"{serving_dir}/versions/{NOW}/{versions.PUSH_RECORD}").read())
     assert marker["model_digest"] == versions.model_digest(executor.serving_model_path(models[0]))
 
@@ -130,7 +131,7 @@ def test_a_crash_before_the_marker_leaves_no_version_the_baseline_or_the_archive
     assert f"versions/{NOW + 1}/saved_model.pb" in copied, "the crash came after the whole copy"
     assert f"versions/{NOW + 1}/{versions.PUSH_RECORD}" not in copied
     assert baseline_version(serving_dir) == NOW and bucket_versions.archived_version(serving_dir) == NOW
-    assert ".push.lease" not in keys(serving_dir), "a crash releases the lease"
+    assert bucket_versions.LEASE not in keys(serving_dir), "a crash releases the lease"
 
     monkeypatch.setattr(bucket_versions, "_before_marker", lambda _: None)
     pushed = push(models[1], serving_dir, tmp_path)
@@ -162,14 +163,14 @@ def test_the_lease_keeps_a_concurrent_push_out_and_names_its_holder(serving_dir,
 
     with pytest.raises(bucket_versions.LeaseHeld, match="push other-push has held the serving directory's lease"):
         push(models[0], serving_dir, tmp_path)
-    assert [key for key in keys(serving_dir) if not key.startswith(".staging/")] == [".push.lease"]
+    assert [key for key in keys(serving_dir) if not key.startswith(bucket_versions.STAGING + "/")] == [bucket_versions.LEASE]
     assert json.loads(buckets.open(lease).read())["holder"] == "other-push", "the holder's lease is left alone"
 
 
 def test_an_expired_lease_is_taken_over(serving_dir, models, tmp_path, frozen_clock):
     buckets.put(f"{serving_dir}/{bucket_versions.LEASE}", json.dumps({"holder": "dead", "expires": NOW - 1}).encode())
     push(models[0], serving_dir, tmp_path)
-    assert baseline_version(serving_dir) == NOW and ".push.lease" not in keys(serving_dir)
+    assert baseline_version(serving_dir) == NOW and bucket_versions.LEASE not in keys(serving_dir)
 
 
 def test_concurrent_pushes_of_different_models_give_distinct_complete_versions(serving_dir, models, tmp_path,
@@ -260,7 +261,7 @@ def test_publish_and_read_back_on_gcs(gcs_emulator, models, tmp_path, frozen_clo
 
     assert baseline_version(serving_dir) == NOW + 1 == bucket_versions.archived_version(serving_dir)
     assert f"{NOW + 1}/saved_model.pb" in unpack_as_kserve_does(serving_dir, tmp_path)
-    assert not [key for key in keys(serving_dir) if key.startswith((".staging/", ".push.lease"))]
+    assert not [key for key in keys(serving_dir) if key.startswith((bucket_versions.STAGING + "/", bucket_versions.LEASE))]
 
 
 def test_dtfx_predict_finds_the_newest_published_version_in_a_bucket(models, serving_dir, tmp_path):

@@ -4,7 +4,8 @@ cluster's.
 
 The fast tests check the pieces (the driver's environment, the stand-ins, refusals before anything runs); the slow ones
 rehearse the shipped config, shrunk, twice, with `data.path: s3://...` uploaded by `--upload` to the server each
-rehearsal starts and `pipeline.output_root` in a bucket: the first pushes a model that serves, the second's baseline is it.
+rehearsal starts and `pipeline.output_root` in a bucket: the first pushes a model that serves, the second's baseline is it;
+the second trains in two worker processes whose files go through the bucket as a training job's pods' do.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ TEAM_SECRET = {"name": "team-api", "env": {"TEAM_TOKEN": "token"}}  # a secret t
 DATA_BUCKET = "s3://penguins-data/data"
 OUTPUT_ROOT = "s3://penguins-models/out"
 SERVING_DIR = f"{OUTPUT_ROOT}/penguins/serving"
+MULTI_WORKER = {"strategy": "multi_worker_mirrored", "workers": 2}
 SHRUNK = {"data.sharding.num_shards": 1, "trainer.train_steps": 40, "trainer.eval_steps": 2, "trainer.batch_size": 32,
           "trainer.learning_rate": 0.05, "trainer.distribution": {"strategy": "default"},
           "evaluator.thresholds": {"accuracy": {"lower_bound": 0.7}}}
@@ -101,7 +103,8 @@ def test_a_bad_upload_exits_2_naming_it(word, message, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def bucket_rehearsals(tmp_path_factory) -> dict:
     """Two `dtfx rehearse` of the shrunk shipped config, each with its data uploaded to the S3 server it starts, the
-    second with a new learning rate: name -> the command's result, its rehearsal.json, its workdir; and the data rows."""
+    second with a new learning rate and two workers (a training job, no training volume): name -> the command's result,
+    its rehearsal.json, its workdir; and the data rows."""
     tmp = tmp_path_factory.mktemp("bucket_rehearsal")
     data = penguins_csv(tmp / "data")
     with open(data) as handle:  # two objects, as a team's export would write them
@@ -112,7 +115,8 @@ def bucket_rehearsals(tmp_path_factory) -> dict:
     data.unlink()
     config = bucket_config(tmp)
     found = {"data": data.parent, "rows": rows}
-    for name, overrides in (("first", []), ("second", ["--set", "trainer.learning_rate=0.1"])):
+    second = ["--set", "trainer.learning_rate=0.1", "--set", f"trainer.distribution={json.dumps(MULTI_WORKER)}"]
+    for name, overrides in (("first", []), ("second", second)):
         workdir = tmp / name
         # In tmp: with a bucket output_root the rehearsals' cache lives in the current directory (.dtfx).
         result = run_dtfx("rehearse", str(config), *overrides, "--upload", f"{data.parent}={DATA_BUCKET}",
@@ -205,3 +209,18 @@ def test_the_second_rehearsal_s_baseline_is_the_first_one_s_model(bucket_rehears
     version = pushed_version(first["result"])
     baseline = (second["workdir"] / "logs" / "baseline.log").read_text()
     assert f"Baseline: version {version} from {SERVING_DIR}/versions/{version}" in baseline, baseline[-3000:]
+
+
+@pytest.mark.slow
+def test_the_second_rehearsal_s_two_workers_take_their_files_through_the_bucket(bucket_rehearsals):
+    second = bucket_rehearsals["second"]
+    assert second["result"].returncode == 0, second["result"].stdout + second["result"].stderr
+    train = (second["workdir"] / "logs" / "train.log").read_text()
+    # The job's files staged under the pipeline root in the rehearsal's store, each worker downloading, the chief uploading.
+    staged = re.search(r"rehearsing the training job here: its processes on this machine, data and model through the "
+                       r"store \((\S+/dtfx-jobs/dtfx-train-\w+)\)", train)
+    assert staged, train[-3000:]
+    (logs,) = (second["workdir"] / "store" / "train").glob("*/model_run/logs")
+    assert sorted(path.name for path in logs.iterdir()) == ["job.json", "worker-0.log", "worker-1.log"]
+    given = json.loads((logs / "job.json").read_text())  # what the processes were given: the job staged in the store
+    assert given["train_files"][0].startswith(f"{staged.group(1)}/inputs/"), given

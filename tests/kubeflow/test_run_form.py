@@ -221,11 +221,14 @@ def test_the_check_step_passes_the_defaults_and_good_values(tmp_path, capsys):
     assert "trainer_learning_rate=0.05" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("golden", sorted((ROOT / "tests" / "golden").glob("kubeflow_penguins*.yaml")), ids=lambda path: path.stem)
-def test_the_check_step_of_every_golden_spec_passes_the_compiled_values_as_it_runs_in_the_cluster(golden, capsys):
+COMPILED_SPECS = sorted((ROOT / "tests" / "golden").glob("kubeflow_penguins*.yaml"))
+
+
+@pytest.mark.parametrize("compiled", COMPILED_SPECS, ids=lambda path: path.stem)
+def test_the_check_step_of_each_checked_in_spec_passes_its_compiled_values_as_in_the_cluster(compiled, capsys):
     # Found: the check took a Dataflow or Flink pipeline for a rehearsal and ended every run of it ("beam.runner ...
     # sends Beam's work to a cluster, while a rehearsal runs Beam in each step").
-    spec = next(yaml.safe_load_all(golden.read_text()))
+    spec = next(yaml.safe_load_all(compiled.read_text()))
     container = spec["deploymentSpec"]["executors"][f"{run_form.CHECK_STEP}_executor"]["container"]
     assert container["command"] == ["python", "-m", run_form.__name__]
     defaults = {name: entry["defaultValue"] for name, entry in spec["root"]["inputDefinitions"]["parameters"].items()}

@@ -123,3 +123,31 @@ def test_a_job_trains_through_the_bucket_and_the_step_gets_the_model(tmp_path, p
     assert logs == sorted(f"{role}-{index}" for role, count in cluster.items() for index in range(count))
     assert buckets.list(f"{root}/dtfx-jobs") == {}, "the step deletes the job's staging prefix"
     assert f"data and model through the store ({root}/dtfx-jobs/{name})" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_rehearsed_job_trains_here_with_its_files_through_the_bucket(tmp_path, penguins_transform, s3_server, monkeypatch,
+                                                                       capsys):
+    # `dtfx rehearse` has no Kubernetes: the train step starts the job's processes here, yet its files take the pods' way.
+    root = "s3://pipeline/v2/artifacts"
+    s3_server.ensure_bucket(root)
+    for name, value in {"AWS_ENDPOINT_URL": s3_server.endpoint, "AWS_REGION": "us-east-1",
+                        "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                        kubernetes_training.LOCAL_PROCESSES_ENV: "local"}.items():
+        monkeypatch.setenv(name, value)
+    job, options = step_in_bucket(tmp_path, penguins_transform, MULTI_WORKER, s3_server.endpoint, root)
+    name = kubernetes_training.job_name(job)
+    assert kubernetes_training.rehearsed_through_store(options) and not kubernetes_training.through_kubernetes_job(options)
+    try:
+        kubernetes_training.train_here_through_store(job, options)
+    finally:
+        shutil.rmtree(Path(manifest.POD_JOB_DIR) / name, ignore_errors=True)
+
+    assert (Path(job.serving_model_dir) / "saved_model.pb").exists(), "the chief uploaded it, the step downloaded it"
+    assert TrainStats.read(job.model_run_dir).cluster == {"worker": 2}
+    given = TrainingJob.from_json((Path(job.model_run_dir) / "logs" / "job.json").read_text())
+    staging = f"{root}/dtfx-jobs/{name}"
+    assert given.train_files[0].startswith(f"{staging}/inputs/") and given.serving_model_dir.startswith(staging), \
+        "the processes were given the job staged in the store, which they download as pods do"
+    assert buckets.list(f"{root}/dtfx-jobs") == {}, "the step deletes the job's staging prefix"
+    assert f"data and model through the store ({staging})" in capsys.readouterr().out

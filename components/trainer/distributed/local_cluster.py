@@ -42,10 +42,12 @@ from typing import Any
 
 from absl import logging
 
+from dtfx.components import buckets
 from dtfx.components.errors import TrainingError, reported_in_log
 from dtfx.components.processes import LOOPBACK, die_with_parent, free_port
 from dtfx.components.trainer.distributed.cluster import Task, tasks, tf_configs
 from dtfx.components.trainer.job import TrainingJob
+from dtfx.components.trainer.worker import read_job_file
 
 WORKER_MODULE = "dtfx.components.trainer.worker"
 LOGS_DIR = "logs"
@@ -53,18 +55,22 @@ POLL_SECONDS = 0.2
 TAIL_LINES = 25
 
 
-def train(job: TrainingJob, distribution: dict[str, Any], sidecar: bool = False) -> None:
+def train(job: TrainingJob, distribution: dict[str, Any], sidecar: bool = False, job_file: str | None = None) -> None:
     """Runs the training in the strategy's processes on this machine; raises TrainingError naming a process that failed.
 
     With `sidecar`, a sidecar evaluator runs beside them, and its evaluations join the training's history at the end.
     A cluster whose gRPC failed to start or to poll (GRPC_FAILURES_TO_RETRY) is started again once, on new ports.
+    The processes train `job`, or the job in `job_file` when given (a URI in the store: a training job's files staged
+    there, which the processes download as its pods do); the logs are kept under `job`'s model run either way.
     """
     cluster_tasks = tasks(distribution, sidecar)
     with _local_logs_dir(os.path.join(job.model_run_dir, LOGS_DIR)) as logs_dir:
         # Beside the logs: what each process was given, to start one again by hand when debugging.
-        job_path = os.path.join(logs_dir, "job.json")
-        with open(job_path, "w", encoding="utf-8") as handle:
-            handle.write(job.to_json())
+        given = job.to_json() if job_file is None else read_job_file(job_file)
+        with open(os.path.join(logs_dir, "job.json"), "w", encoding="utf-8") as handle:
+            handle.write(given)
+        trained = TrainingJob.from_json(given)
+        job_path = job_file or os.path.join(logs_dir, "job.json")
         for attempt in range(1, CLUSTER_STARTS + 1):
             failed, process = _run_cluster(cluster_tasks, job_path, logs_dir)
             failure = _grpc_failure(os.path.join(logs_dir, cluster_tasks[failed].log_name)) if failed is not None else None
@@ -73,7 +79,7 @@ def train(job: TrainingJob, distribution: dict[str, Any], sidecar: bool = False)
             logging.warning("%s: %r in its log; starting the cluster again on new ports (its log: %s.%d)",
                             cluster_tasks[failed].name, failure, cluster_tasks[failed].log_name, attempt)
             _keep_logs_of_attempt(logs_dir, cluster_tasks, attempt)
-            _clear_outputs(job)
+            _clear_outputs(trained)
         if failed is not None:
             task = cluster_tasks[failed]
             code = process.returncode
@@ -132,10 +138,12 @@ def _keep_logs_of_attempt(logs_dir: str, cluster_tasks: list[Task], attempt: int
 def _clear_outputs(job: TrainingJob) -> None:
     """Removes what a failed start of the cluster wrote (TensorBoard events, sidecar checkpoints, a model), keeping the
     logs: the next start writes them anew. A checkpoint for resuming lives outside, and the next start resumes from it."""
-    import tensorflow as tf  # the outputs may be remote (gs://, s3://)
+    import tensorflow as tf  # the outputs may be remote (gs://)
 
     for directory, keep in ((job.model_run_dir, {LOGS_DIR}), (job.serving_model_dir, set())):
-        if tf.io.gfile.isdir(directory):
+        if buckets.is_store_uri(directory):  # staged for a training job: the chief uploads them only at its end
+            buckets.delete(buckets.uri_of(directory, key) for key in buckets.list(directory))
+        elif tf.io.gfile.isdir(directory):
             for name in (entry.rstrip("/") for entry in tf.io.gfile.listdir(directory)):
                 if name in keep:
                     continue

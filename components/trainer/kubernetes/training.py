@@ -50,6 +50,33 @@ def through_kubernetes_job(options: TrainerOptions) -> bool:
     return options.training_job is not None and os.environ.get(LOCAL_PROCESSES_ENV) != "local"
 
 
+def rehearsed_through_store(options: TrainerOptions) -> bool:
+    """Whether this step rehearses (`dtfx rehearse`) a training job whose files go through the store: compiled without
+    a training volume."""
+    return (options.training_job is not None and os.environ.get(LOCAL_PROCESSES_ENV) == "local"
+            and JobSettings.from_dict(options.training_job).volume_claim is None)
+
+
+def train_here_through_store(job: TrainingJob, options: TrainerOptions) -> None:
+    """The rehearsal of a training job without a volume: its files take the pods' way through the store (staged under
+    the pipeline root, each process downloading its inputs, the chief uploading the model), while its processes run
+    on this machine (local_cluster) instead of in pods. Raises TrainingError as local_cluster does."""
+    from dtfx.components.trainer.distributed import local_cluster
+
+    settings = JobSettings.from_dict(options.training_job)
+    staging = settings.staging_dir(job_name(job))
+    try:
+        staged = stage_in(job, staging)
+        print(f"trainer: rehearsing the training job here: its processes on this machine, data and model through the "
+              f"store ({staging})", flush=True)
+        local_cluster.train(job, options.distribution, sidecar=options.sidecar_evaluation,
+                            job_file=os.path.join(staging, "job.json"))
+        _take_tree(staged.serving_model_dir, job.serving_model_dir)
+        _take_tree(staged.model_run_dir, job.model_run_dir)
+    finally:
+        _remove_tree(staging)
+
+
 def train(job: TrainingJob, options: TrainerOptions, api: KubernetesApi | None = None) -> None:
     """Trains in the pods of a training job and puts the chief's model and run files into `job`'s outputs.
 
