@@ -69,7 +69,7 @@ def cluster_problems(config: Config, source: str, where: str = COMPILE) -> list[
             "or beam.runner: direct",
         )
 
-    training_problem = _training_job_problem(config) if where != REHEARSAL else None
+    training_problem = _training_job_problem(config)
     if training_problem:
         problem(*training_problem)
 
@@ -87,9 +87,8 @@ def cluster_problems(config: Config, source: str, where: str = COMPILE) -> list[
     elif config.beam.runner == "dataflow" and mount_of(config.data.path, kubeflow):
         problem("data.path", f"ingest runs on Dataflow's workers, which cannot mount kubeflow.volumes "
                              f"({mount_of(config.data.path, kubeflow)}): put the data in the pipeline image")
-    if where != REHEARSAL:  # a rehearsal's S3 server stands in for any endpoint
-        for message in _minio_without_endpoint(config):
-            problem("kubeflow.store.endpoint", message)
+    for message in _minio_without_endpoint(config):  # a rehearsal's S3 server stands in only for a compiled endpoint
+        problem("kubeflow.store.endpoint", message)
     predict_problem = _pod_path_problem(config.predict.data, urls=buckets.SCHEMES) if config.predict else None
     if predict_problem:
         problem("predict.data", predict_problem)

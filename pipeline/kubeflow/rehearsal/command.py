@@ -57,6 +57,7 @@ def rehearse_command(args) -> int:
     data_in_bucket = _bucket_data(config.data.path, uploads, own_server=not args.s3_endpoint)
     if not data_in_bucket:
         config = load_config(args.config, args.overrides)
+    config = _with_root(config)
     problems = cluster_problems(config, args.config, REHEARSAL)
     if problems:
         raise ConfigError(args.config, problems)
@@ -70,7 +71,7 @@ def rehearse_command(args) -> int:
     started_at = f"{datetime.datetime.now():%Y%m%d-%H%M%S}"
     workdir = args.workdir or os.path.join(layout.pipeline_dir(local_side), "rehearsals", started_at)
     workdir = os.path.abspath(workdir)
-    root = config.kubeflow.pipeline_root or DEFAULT_ROOT
+    root = config.kubeflow.pipeline_root
     kfp_version = args.kfp_version or config.kubeflow.kfp_version
     if kfp_version not in KFP_BACKENDS:
         raise UserError(f"--kfp-version {kfp_version}: not a Kubeflow Pipelines release dtfx knows; "
@@ -94,7 +95,7 @@ def rehearse_command(args) -> int:
             print(f"uploaded: {local} to {uri} ({store.upload(local, uri)} files)")
         if data_in_bucket:  # read as the steps will read it: from the rehearsal's store
             with _environment(store_environment(store)):
-                config = load_config(args.config, args.overrides)
+                config = _with_root(load_config(args.config, args.overrides))
 
         # Kubeflow's cache outlives a run: so does the rehearsals' (the server a rehearsal starts keeps no objects).
         metadata = RehearsalMetadata(metadata_directory(layout.pipeline_dir(local_side), args.s3_endpoint),
@@ -115,6 +116,13 @@ def rehearse_command(args) -> int:
         store.mirror(f"{root.rstrip('/')}/{config.pipeline.name}/{result.run_id}", os.path.join(workdir, "store"))
         _keep_bucket_outputs(config, store, metadata, os.path.join(workdir, BUCKET_OUTPUTS))
     return _print_outcome(result, metadata, workdir, os.path.join(workdir, REPORT_FILE), time.monotonic() - started)
+
+
+def _with_root(config):
+    """`config` with the pipeline root its rehearsal's artifacts go to (DEFAULT_ROOT when it sets none), compiled as a
+    cluster's root is: a training job without a training volume stages its files there."""
+    root = config.kubeflow.pipeline_root or DEFAULT_ROOT
+    return config.model_copy(update={"kubeflow": config.kubeflow.model_copy(update={"pipeline_root": root})})
 
 
 def _local_side(config):
