@@ -224,3 +224,16 @@ def test_the_second_rehearsal_s_two_workers_take_their_files_through_the_bucket(
     assert sorted(path.name for path in logs.iterdir()) == ["job.json", "worker-0.log", "worker-1.log"]
     given = json.loads((logs / "job.json").read_text())  # what the processes were given: the job staged in the store
     assert given["train_files"][0].startswith(f"{staged.group(1)}/inputs/"), given
+
+
+def test_a_training_job_staged_in_a_minio_root_without_an_endpoint_is_refused_as_compile_refuses_it(tmp_path, capsys):
+    # The rehearsal's root (minio://mlpipeline/v2/artifacts when the config sets none) is compiled in as a cluster's.
+    config = default_config()
+    for key, value in {"pipeline.output_root": str(tmp_path / "outputs"), "trainer.distribution": MULTI_WORKER}.items():
+        config = set_key(config, key, value)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    code = main(["rehearse", str(path), "--workdir", str(tmp_path / "work")])
+    err = capsys.readouterr().err
+    assert code == 2 and "kubeflow.store.endpoint" in err and "kubeflow.pipeline_root minio://mlpipeline/v2/artifacts" in err
+    assert not (tmp_path / "work").exists()
