@@ -43,11 +43,14 @@ class ObjectMissing(BucketError, FileNotFoundError):
 
 
 class ObjectInfo(NamedTuple):
-    """One object of a listing: its size in bytes, when it was last written, and its ETag (S3) or generation (GCS)."""
+    """One object of a listing: its size in bytes, when it was last written, and what identifies its content."""
 
     size: int
     updated: datetime.datetime
-    version: str
+    # S3's ETag: the MD5 of an object written in one part, of its parts' MD5s for a multipart upload, a value of its own
+    # under KMS encryption; the same bytes written again the same way keep it. GCS's MD5 hash, or for a composite object
+    # (which has none) its CRC32C with its generation, which every write changes.
+    content: str
 
 
 def is_store_uri(uri: str) -> bool:
@@ -367,7 +370,7 @@ class _GCS:
 
 
 def _gcs_info(blob) -> ObjectInfo:
-    return ObjectInfo(blob.size or 0, blob.updated, str(blob.generation))
+    return ObjectInfo(blob.size or 0, blob.updated, blob.md5_hash or f"{blob.crc32c} {blob.generation}")
 
 
 _BACKENDS = {"s3": _S3(), "gs": _GCS()}

@@ -3,10 +3,11 @@
 Kubeflow Pipelines keys its cache on a step's input artifact ids, parameter values, outputs,
 image and command (backend/src/v2/cacheutils/cache.go, GenerateCacheKey), never on the files a
 parameter names; and TFX's ExampleGen driver, which fingerprints the data on a local run, does
-not run there. This step runs before ingest, never cached: it lists the files ingest will read
-(ingest's own `input_base`, data.path as the config or the run gives it; the same listing as the ingest executor) with their
-sizes and modification times, and ingest takes the digest as its parameter `data_fingerprint`.
-Ingest's cache key then changes exactly when a data file is added, removed or rewritten.
+not run there. This step runs before ingest, never cached: it lists the files ingest will read (ingest's own
+`input_base`, data.path as the config or the run gives it; the same listing as the ingest executor) with their sizes
+and modification times (objects in a bucket: sizes and content hashes), and ingest takes the digest as its parameter
+`data_fingerprint`. Ingest's cache key then changes exactly when a data file is added, removed or rewritten (an object
+uploaded again with the same bytes is not rewritten).
 
 Run as `python -m dtfx.components.data_fingerprint --executor_input '{{$}}'`. The value goes
 back in the executor output file as an output parameter: KFP's launcher reads output parameters
@@ -29,8 +30,8 @@ INPUT_BASE = "input_base"  # ingest's exec property that holds data.path (exampl
 
 def fingerprint(pattern: str) -> str:
     """A digest of the names, sizes and modification times (in nanoseconds) of the files ingest reads at `pattern`
-    (a file, a directory or a glob);
-    in a bucket, of the objects' names, sizes, update times and ETags (S3) or generations (GCS).
+    (a file, a directory or a glob); in a bucket, of the objects' names, sizes and content identities
+    (buckets.ObjectInfo.content), so that the same data uploaded again keeps ingest and what follows it cached.
 
     Raises DataError when no file matches, as ingest would.
     """
@@ -48,9 +49,8 @@ def fingerprint(pattern: str) -> str:
 
 
 def _object_version(info) -> tuple[int, str]:
-    """(bytes, update time and ETag or generation) of an object: the ETag or generation changes with every write,
-    even one within the second of the last (S3's times are whole seconds)."""
-    return info.size, f"{info.updated.isoformat()} {info.version}"
+    """(bytes, content identity) of an object: not its update time, which an upload of the same bytes changes."""
+    return info.size, info.content
 
 
 def _local_version(path: str) -> tuple[int, int]:
