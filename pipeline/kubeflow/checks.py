@@ -9,7 +9,6 @@ report every such problem at once, in the loader's `yaml.path (line N): message`
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 
 from dtfx.components import buckets
@@ -17,7 +16,7 @@ from dtfx.components.trainer.distributed import cluster
 from dtfx.pipeline import layout, model_module
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import Problem
-from dtfx.pipeline.file_checks import DATA_SUFFIXES, PACKAGE_SCHEME
+from dtfx.pipeline.file_checks import PACKAGE_SCHEME
 from dtfx.pipeline.kubeflow.platform import mount_of, steps_in_job_pods, unreadable_settings
 from dtfx.pipeline.yaml_source import key_lines, line_of
 
@@ -143,13 +142,6 @@ def mount_warnings(config: Config) -> list[str]:
     warnings = []
     if os.path.isabs(config.data.path) and not mount_of(config.data.path, kubeflow):
         warnings.append(f"data.path {config.data.path} is on no kubeflow.volumes mount: the image must contain it")
-    path = config.data.path
-    one_file = not glob.has_magic(path) and not path.lower().endswith(DATA_SUFFIXES) and not os.path.isdir(path)
-    if one_file and not buckets.is_store_uri(path):  # in a bucket, ingest tells an object from a prefix when it runs
-        warnings.append(
-            f"data.path {config.data.path} is read as one file: for every file of a directory, write "
-            f"{config.data.path.rstrip('/')}/* (a directory cannot be told from a file when compiling)"
-        )
     schema = config.schema_.path
     if schema and os.path.isabs(schema) and not mount_of(schema, kubeflow):
         warnings.append(f"schema.path {schema} is on no kubeflow.volumes mount: the image must contain it")
