@@ -39,6 +39,7 @@ PENDING_REPORT_SECONDS = 60.0
 TAIL_LINES = 25
 LOG_LINES_KEPT = 100_000
 LOGS_DIR = "logs"  # in the model run, as local_cluster keeps the processes' logs
+JOB_FILE = "job.json"  # in the staging directory: the job as the pods see it (stage_in)
 # How long a job left by an earlier attempt may take to go once deleted in the foreground: its pods must end first,
 # each within its termination grace period. Well above that; a finalizer that no controller removes, or a pod on a lost
 # node, would hold it for good, and the step says so rather than wait.
@@ -70,9 +71,8 @@ def train_here_through_store(job: TrainingJob, options: TrainerOptions) -> None:
         print(f"trainer: rehearsing the training job here: its processes on this machine, data and model through the "
               f"store ({staging})", flush=True)
         local_cluster.train(job, options.distribution, sidecar=options.sidecar_evaluation,
-                            job_file=os.path.join(staging, "job.json"))
-        _take_tree(staged.serving_model_dir, job.serving_model_dir)
-        _take_tree(staged.model_run_dir, job.model_run_dir)
+                            job_file=os.path.join(staging, JOB_FILE))
+        _take_outputs(staged, job)
     finally:
         _remove_tree(staging)
 
@@ -91,7 +91,7 @@ def train(job: TrainingJob, options: TrainerOptions, api: KubernetesApi | None =
     with _terminated_as_exit():
         try:
             staged = stage_in(job, staging)
-            body = manifest(settings, name, api.namespace, cluster_tasks, os.path.join(staging, "job.json"))
+            body = manifest(settings, name, api.namespace, cluster_tasks, os.path.join(staging, JOB_FILE))
             body["metadata"].update(_owned_by_this_pod())
             try:
                 _create(api, operator, body, staging)
@@ -103,8 +103,7 @@ def train(job: TrainingJob, options: TrainerOptions, api: KubernetesApi | None =
                   f"data and model through {through} ({staging})", flush=True)
             try:
                 _watch(api, operator, name, cluster_tasks)
-                _take_tree(staged.serving_model_dir, job.serving_model_dir)
-                _take_tree(staged.model_run_dir, job.model_run_dir)
+                _take_outputs(staged, job)
                 keep_logs(api, operator, name, cluster_tasks, os.path.join(job.model_run_dir, LOGS_DIR))
             finally:
                 api.delete(operator.group_path, operator.plural, name)
@@ -184,9 +183,9 @@ def stage_in(job: TrainingJob, staging: str) -> TrainingJob:
             _put_file(path, os.path.join(os.path.dirname(staged_pattern), os.path.basename(path)))
     _put_tree(job.transform_output, staged.transform_output)
     if buckets.is_store_uri(staging):
-        buckets.put(os.path.join(staging, "job.json"), staged.to_json().encode())
+        buckets.put(os.path.join(staging, JOB_FILE), staged.to_json().encode())
     else:
-        with tf.io.gfile.GFile(os.path.join(staging, "job.json"), "w") as handle:
+        with tf.io.gfile.GFile(os.path.join(staging, JOB_FILE), "w") as handle:
             handle.write(staged.to_json())
     return staged
 
@@ -345,6 +344,12 @@ def _put_tree(source: str, target: str) -> None:
         buckets.upload(source, target)
     else:
         _copy_tree(source, target)
+
+
+def _take_outputs(staged: TrainingJob, job: TrainingJob) -> None:
+    """Copies the model and run files the chief wrote under the staging directory into the step's own outputs."""
+    _take_tree(staged.serving_model_dir, job.serving_model_dir)
+    _take_tree(staged.model_run_dir, job.model_run_dir)
 
 
 def _take_tree(source: str, target: str) -> None:
