@@ -89,6 +89,26 @@ def content_problem(path: str) -> str | None:
     return None
 
 
+# Separators of text tables other than ingest's comma (Arrow's ParseOptions default, as sources._csv_batches reads),
+# which a one-column header may reveal; csv.Sniffer chooses among them.
+OTHER_SEPARATORS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}
+
+
+def separator_problem(path: str, header: list[str]) -> str | None:
+    """What is wrong with a CSV file whose header, read at commas as ingest reads it, is one column of names between
+    semicolons, tabs or bars, or None: ingest would read each whole line as one value. The one rule of validate and
+    init."""
+    if len(header) != 1:
+        return None
+    try:
+        separator = csv.Sniffer().sniff(header[0], delimiters="".join(OTHER_SEPARATORS)).delimiter
+    except csv.Error:  # no separator found: a file of one column, refused for having no feature
+        return None
+    return (f"{path}, line 1: the header is one column, {header[0]!r}, whose names seem to be separated by "
+            f"{OTHER_SEPARATORS[separator]} ({separator!r}); dtfx reads comma-separated files only: save the file "
+            "with commas between the values (a spreadsheet's 'CSV, comma-delimited'), or as Parquet")
+
+
 SAMPLE_ROWS = 10_000  # data rows of a CSV that validate and init read: enough to see a column's values, quick for any file
 
 

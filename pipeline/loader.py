@@ -351,16 +351,21 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
 
 def _columns_of(files: list[str]) -> tuple[list[str], list[str] | None]:
     """(what is wrong with each file, the columns of the first file that has them): every file readable, its
-    compression as named, its columns those of the first; in the first SAMPLE_ROWS records of the data (file
-    after file), every record as long as its header."""
+    compression as named, its columns those of the first, its header separated by commas; in the first SAMPLE_ROWS
+    records of the data (file after file), every record as long as its header.
+
+    A file whose header is read but whose records are not as long, or not separated by commas, still gives its
+    columns, so that the names the config gives that are not among them are reported too."""
     problems, columns = [], None
     records = file_checks.SAMPLE_ROWS
     for file in files:
         try:
             problem = file_checks.content_problem(file)
             file_columns = None if problem else file_checks.read_columns(file)
-            if file_columns and records:
-                problem, read = file_checks.ragged_record(file, len(file_columns), records)
+            record_problem = file_checks.separator_problem(file, file_columns) if file_columns else None
+            # Fields counted at commas say nothing of a file of another separator: its problem is that separator.
+            if file_columns and records and not record_problem:
+                record_problem, read = file_checks.ragged_record(file, len(file_columns), records)
                 records -= read
         except ValueError as error:
             problem = str(error)
@@ -368,7 +373,10 @@ def _columns_of(files: list[str]) -> tuple[list[str], list[str] | None]:
             problem = f"{file}: cannot read the file ({error.strerror})"
         if problem:
             problems.append(problem)
-        elif file_columns is not None:
+            continue
+        if record_problem:
+            problems.append(record_problem)
+        if file_columns is not None:
             if columns is not None and file_columns != columns:
                 problems.append(f"{file}: columns differ from those of {files[0]}")
             columns = columns or file_columns

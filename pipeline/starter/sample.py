@@ -14,12 +14,9 @@ from dtfx.components.errors import DataError
 from dtfx.components.example_gen.sources import NULL_VALUES, iter_tables, read_csv_header, scan_file
 from dtfx.components.registry.formats import FORMATS, format_of
 from dtfx.pipeline.errors import UserError
-from dtfx.pipeline.file_checks import SAMPLE_ROWS, csv_sample, is_number
+from dtfx.pipeline.file_checks import SAMPLE_ROWS, csv_sample, is_number, separator_problem
 
 _INT = re.compile(r"[+-]?\d+")
-# Separators of text tables other than ingest's comma (Arrow's ParseOptions default, as sources._csv_batches reads),
-# which a one-column header may reveal; csv.Sniffer chooses among them.
-OTHER_DELIMITERS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}
 # A stored Parquet kind (sources.KINDS) as a sampled CSV column's kind.
 _STORED_KINDS = {"int": "int", "float": "float", "bytes": "string"}
 
@@ -69,8 +66,9 @@ def _csv_sample(csv_path: str, rows: int) -> tuple[list[Column], int]:
         header = read_csv_header(csv_path)
     except DataError as error:
         raise UserError(str(error)) from None
-    if len(header) == 1:
-        _check_delimiter(csv_path, header[0])
+    problem = separator_problem(csv_path, header)
+    if problem:
+        raise UserError(problem)
     columns = [Column(name) for name in header]
     read = 0
     try:
@@ -86,18 +84,6 @@ def _csv_sample(csv_path: str, rows: int) -> tuple[list[Column], int]:
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise UserError(f"{csv_path}: not a readable CSV file ({error})") from None
     return columns, read
-
-
-def _check_delimiter(csv_path: str, header: str) -> None:
-    """Raises UserError when a one-column header is a row of names between semicolons, tabs or bars: ingest would
-    read the whole line as one column's name (its CSV reader splits at commas only)."""
-    try:
-        delimiter = csv.Sniffer().sniff(header, delimiters="".join(OTHER_DELIMITERS)).delimiter
-    except csv.Error:  # no separator found: a file of one column, refused later for having no feature
-        return
-    raise UserError(f"{csv_path}, line 1: the header is one column, {header!r}, whose names seem to be separated by "
-                    f"{OTHER_DELIMITERS[delimiter]} ({delimiter!r}); dtfx reads comma-separated files only: save the "
-                    "file with commas between the values (a spreadsheet's 'CSV, comma-delimited'), or as Parquet")
 
 
 def _parquet_sample(path: str, rows: int) -> tuple[list[Column], int]:
