@@ -6,6 +6,7 @@ import argparse
 import csv
 import gzip
 import re
+import typing
 
 import pytest
 from pydantic import BaseModel
@@ -17,6 +18,7 @@ from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.loader import load_config
 from dtfx.pipeline.starter.command import add_command, write_starter
 from dtfx.pipeline.starter.guess import guess
+from dtfx.pipeline.starter.render import COMMENTS, key_comment
 from dtfx.pipeline.starter.sample import read_sample
 
 
@@ -103,6 +105,114 @@ def test_every_key_of_the_config_model_is_written_with_a_comment(mixed_csv, tmp_
         commented = "#" in lines[index] or lines[index - 1].strip().startswith("#")
         top_level = depth == 0  # a section header line stands for the keys below it
         assert commented or top_level, f"{dotted} has no comment: {lines[index]!r}"
+
+
+# Words no phrase ends on (a preposition may: "the node labels its pod must run on"): articles, conjunctions,
+# determiners; and abbreviations, whose full stop is no sentence's end.
+DANGLING_WORDS = {"a", "an", "the", "and", "or", "but", "nor", "than", "that", "which", "whose", "every", "each", "its",
+                  "their", "is", "are", "be", "e.g", "i.e", "etc", "cf", "vs"}
+# A first clause that opens with one of these is the condition of what follows its colon, not a comment on its own.
+CONDITION_WORDS = ("with", "without", "before", "after", "when", "if", "unless")
+
+
+def phrase_flaws(comment: str) -> list[str]:
+    """Why a comment does not read as a complete phrase: an unclosed bracket or `code`, or a last word that needs more."""
+    flaws = [f"an unclosed {opening}" for opening, closing in ("()", "[]", "{}")
+             if comment.count(opening) != comment.count(closing)]
+    flaws += ["an unclosed `"] if comment.count("`") % 2 else []
+    last = comment.rstrip(".").rsplit(" ", 1)[-1].lower()
+    if last in DANGLING_WORDS or comment.endswith((",", ":", ";")):
+        flaws.append(f"it ends on {comment.rsplit(' ', 1)[-1]!r}")
+    return flaws
+
+
+def _bare(word: str) -> str:
+    return word.strip(".,;:()[]{}`'\"").lower()
+
+
+def where_it_stops(comment: str, description: str) -> str | None:
+    """Where a comment taken from its description stops in it: "end", ".", ":" or ";" (a sentence's or a clause's end),
+    "example" (before an "e.g." the comment leaves out) or "mid-clause"; None for a comment that is not the
+    description's words in their order (a short form of its own). Bracketed asides the comment leaves out are
+    passed over."""
+    tokens = list(re.finditer(r"\S+", description))
+    position = 0
+    for word in comment.split():
+        while position < len(tokens) and _bare(tokens[position].group()) != _bare(word):
+            position += 1
+        if position == len(tokens):
+            return None
+        position += 1
+    last = tokens[position - 1]
+    after = description[last.start() + len(last.group().rstrip(".,;:)]}`'\"")):].lstrip(")]}`'\"")
+    while after.startswith((" (", "(")):
+        after = _after_aside(after)
+    if not after:
+        return "end"
+    if after[0] in ":;" or re.match(r"\.( |$)", after) and _bare(last.group()) + "." not in ("e.g.", "i.e."):
+        return after[0]
+    return "example" if re.match(r",? e\.g\. ", after) else "mid-clause"
+
+
+def _after_aside(text: str) -> str:
+    """`text` after the bracketed aside it opens with."""
+    depth = 0
+    for index, character in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(character, 0)
+        if character == ")" and depth == 0:
+            return text[index + 1:]
+    return ""
+
+
+def config_fields(model: type[BaseModel], prefix: str = ""):
+    """(dotted path, description) of every field of the config model and of the sections and items within it."""
+    for name, info in model.model_fields.items():
+        dotted = prefix + (info.alias or name)
+        yield dotted, info.description or ""
+        inner = [info.annotation]
+        while inner:
+            annotation = inner.pop()
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                yield from config_fields(annotation, dotted + ".")
+            else:
+                inner += typing.get_args(annotation)
+
+
+def comment_flaws(dotted: str, description: str) -> list[str]:
+    """Why the comment init writes on the key `dotted` does not end at a complete phrase of its description."""
+    comment = key_comment(dotted, description)
+    flaws = phrase_flaws(comment)
+    if dotted in COMMENTS:
+        return flaws  # a short form of its own, not cut from the description
+    stop = where_it_stops(comment, description)
+    if stop == "mid-clause":
+        flaws.append("it stops mid-clause")
+    words = comment.split(" ")
+    if stop == ":" and (len(words) == 1 or words[-1] == "only" or words[0].lower() in CONDITION_WORDS):
+        flaws.append("it is only the value or the condition that the description's colon introduces")
+    return flaws
+
+
+def test_the_comment_init_gives_each_key_of_the_config_model_ends_at_a_complete_phrase():
+    flawed = {dotted: (key_comment(dotted, description), flaws) for dotted, description in config_fields(Config)
+              if (flaws := comment_flaws(dotted, description))}
+    assert flawed == {}
+
+
+def test_the_starter_config_comments_end_at_complete_phrases(mixed_csv, tmp_path):
+    text = open(write_starter("homes", str(mixed_csv), str(tmp_path / "h.yaml"))).read()
+    body = text.split("\npipeline:", 1)[1].splitlines()  # after the header comment
+    comments = [line.split("  # ", 1)[1] if "  # " in line else line.strip()[2:]
+                for line in body if "  # " in line or line.strip().startswith("# ")]
+    assert len(comments) > 80
+    assert [(comment, phrase_flaws(comment)) for comment in comments if phrase_flaws(comment)] == []
+    # The four keys whose comments ended mid-phrase (issue 43): they now say what the key is.
+    assert "  on_bad_image: error       # an image that is missing, unreadable or not an image\n" in text
+    assert "  # the claim through which the train step and its training job's pods exchange the data and the trained " \
+           "model\n  training_volume: null\n" in text
+    assert "  node_selector: {}         # per step name, the node labels its pod must run on\n" in text
+    assert "    # check that every replica holds identical variables, after training or also every `every_n: N` steps, " \
+           "by comparing per-variable digests through a collective\n    check_agreement: 'off'\n" in text
 
 
 def test_default_output_is_pipeline_config_name_yaml_and_is_never_overwritten(mixed_csv, tmp_path, monkeypatch):

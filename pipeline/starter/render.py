@@ -64,14 +64,79 @@ def _flow(value: Any) -> str:
     return text.removesuffix("\n...\n").strip()
 
 
-def _comment_for(path: str, description: str | None) -> str:
-    """The comment of a key: from COMMENTS, else the gist of its description (up to a colon, semicolon or bracket)."""
+def key_comment(path: str, description: str | None) -> str:
+    """The comment `dtfx init` writes on the key at the dotted `path`: from COMMENTS, else the gist of its description."""
     if path in COMMENTS:
         return COMMENTS[path]
-    gist = re.split(r"\. |: |; | \(", description or "")[0].rstrip(".")
+    gist = _gist(description or "")
     first_word = gist.split(" ")[0]
     # "Optimizer steps" reads as a comment in lower case; "CPU" and "PersistentVolumeClaims" stay as they are.
-    return gist[:1].lower() + gist[1:] if first_word[1:].islower() else gist
+    return gist[:1].lower() + gist[1:] if first_word[1:].islower() or len(first_word) == 1 else gist
+
+
+# Words whose full stop ends no sentence: "e.g. train: {...}." is one sentence.
+ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "cf.", "vs.")
+# A first clause that opens with one of these is the condition of the clause after its colon ("With effect
+# NoExecute: how long the pod stays bound"), no comment on its own.
+CONDITION_WORDS = ("with", "without", "before", "after", "when", "if", "unless")
+
+
+def _gist(description: str) -> str:
+    """A description's first phrase that is whole: its first sentence without its asides (brackets, `e.g.` examples),
+    up to its first colon or semicolon. A first clause that only names a value or a condition ("path: the column
+    holds paths", "parameter_server only: ...") keeps the clause it opens."""
+    sentence = _without_asides(_first_sentence(description))
+    clauses = _split_top_level(sentence, (": ", "; "))
+    head = clauses[0]
+    words = head.split(" ")
+    names_a_condition = len(words) == 1 or words[-1] == "only" or words[0].lower() in CONDITION_WORDS
+    if names_a_condition and len(clauses) > 1 and sentence[len(head):].startswith(": "):
+        head += ": " + clauses[1]
+    return head.strip().rstrip(".,")
+
+
+def _top_level(text: str):
+    """(index, character) of the characters of `text` outside brackets and `code`."""
+    depth, quoted = 0, False
+    for index, character in enumerate(text):
+        if character == "`":
+            quoted = not quoted
+        elif not quoted and character in "([{":
+            depth += 1
+        elif not quoted and character in ")]}":
+            depth = max(depth - 1, 0)
+        elif not quoted and depth == 0:
+            yield index, character
+
+
+def _first_sentence(text: str) -> str:
+    for index, character in _top_level(text):
+        ends = text[index + 1:index + 2] in ("", " ")
+        if character == "." and ends and not text[:index + 1].lower().endswith(ABBREVIATIONS):
+            return text[:index]
+    return text
+
+
+def _split_top_level(text: str, separators: tuple[str, ...]) -> list[str]:
+    """`text` cut at each separator outside brackets and `code`."""
+    pieces, start = [], 0
+    for index, _ in _top_level(text):
+        if index >= start and text.startswith(separators, index):
+            pieces.append(text[start:index])
+            start = index + 2
+    return [*pieces, text[start:]]
+
+
+# A bracketed aside, innermost first so that an aside within an aside goes with it; an example, to its clause's end.
+_ASIDE = re.compile(r" \([^()]*\)")
+_EXAMPLE = re.compile(r",? e\.g\. [^;]*")
+
+
+def _without_asides(sentence: str) -> str:
+    """The sentence without its bracketed asides and its examples ("..., e.g. train: {...}")."""
+    while _ASIDE.search(sentence):
+        sentence = _ASIDE.sub("", sentence)
+    return _EXAMPLE.sub("", sentence)
 
 
 def _line(indent: int, text: str, comment: str) -> str:
@@ -91,7 +156,7 @@ def _render(section: BaseModel, path: str, indent: int, notes: dict[str, str]) -
         key = info.alias or name
         dotted = f"{path}.{key}" if path else key
         value = getattr(section, name)
-        comment = notes.get(dotted, _comment_for(dotted, info.description))
+        comment = notes.get(dotted, key_comment(dotted, info.description))
         if isinstance(value, BaseModel) and dotted not in ("trainer.model",):  # the model reads best on one line
             if indent == 0 and lines:
                 lines.append("")
