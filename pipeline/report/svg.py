@@ -21,6 +21,12 @@ STATUS_COLOURS = {
 }
 # Line colours of the series of a chart, in order (colour-blind friendly).
 SERIES_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+# Names in a legend or beside a bar longer than this are cut, with an ellipsis; their tooltips have them whole.
+LABEL_CHARS = 28
+# What a character of a bar's 10 px label (page.CSS, text.bar-label) takes at most, on average over a name or a
+# number: the bars are laid out without measuring their text, and DejaVu Sans, the page's font, averages 5.3 px a
+# letter and 6.4 a digit at 10 px.
+BAR_LABEL_CHAR_WIDTH = 6.5
 
 
 def fmt(value: float) -> str:
@@ -45,6 +51,11 @@ def tick_label(value: float) -> str:
         if abs(value) >= limit:
             return f"{value / unit:.4g}{suffix}"
     return fmt(value)
+
+
+def _shortened(name: str) -> str:
+    """A name as a picture shows it: whole up to LABEL_CHARS characters, else cut with an ellipsis."""
+    return name if len(name) <= LABEL_CHARS else name[:LABEL_CHARS - 1] + "…"
 
 
 def _svg(width: float, height: float, css_class: str, label: str, body: list[str]) -> str:
@@ -139,20 +150,29 @@ def histogram(buckets: Sequence[tuple[float, float, float]], label: str, width: 
     return _svg(width, height, "histogram", label, body)
 
 
-def bars(items: Sequence[tuple[str, float]], label: str, width: int = 180, bar_h: int = 11) -> str:
-    """Horizontal bars, one per (name, count), longest first as given: the top values of a category."""
+def bars(items: Sequence[tuple[str, float]], label: str, bar_length: int = 100, bar_h: int = 11) -> str:
+    """Horizontal bars, one per (name, count), longest first as given: the top values of a category.
+
+    The names take a column of their own, as wide as the longest, left of the bars, so that neither a long name nor a
+    long bar pushes a name out of the picture; the count follows its bar, and each row's tooltip has both in full."""
+    shown = [_shortened(name) for name, _ in items]
+    gap = 4  # between a name and its bar, a bar and its count, a count and the edge
+    name_width = BAR_LABEL_CHAR_WIDTH * max(map(len, shown), default=0) + gap
+    count_width = gap + BAR_LABEL_CHAR_WIDTH * max((len(fmt(count)) for _, count in items), default=0) + gap
+    width = name_width + bar_length + count_width
     height = max(1, len(items)) * (bar_h + 3)
     top = max((count for _, count in items), default=0)
     body = []
-    for index, (name, count) in enumerate(items):
+    for index, ((name, count), text) in enumerate(zip(items, shown, strict=True)):
         y = index * (bar_h + 3)
-        length = (count / top * (width * 0.55)) if top else 0
+        length = (count / top * bar_length) if top else 0
         body.append(
-            f'<rect x="0" y="{y}" width="{length:.1f}" height="{bar_h}" fill="#f58518">'
-            f"<title>{escape(f'{name}: {fmt(count)}')}</title></rect>"
+            f'<g class="bar"><title>{escape(f"{name}: {fmt(count)}")}</title>'
+            + _text(0, y + bar_h - 2, text, css_class="bar-label")
+            + f'<rect x="{name_width:.1f}" y="{y}" width="{length:.1f}" height="{bar_h}" fill="#f58518"/>'
+            + _text(name_width + length + gap, y + bar_h - 2, fmt(count), css_class="bar-label")
+            + "</g>"
         )
-        shown = name if len(name) <= 18 else name[:17] + "…"
-        body.append(_text(length + 4, y + bar_h - 2, f"{shown} ({fmt(count)})", css_class="bar-label"))
     return _svg(width, height, "histogram bars", label, body)
 
 
@@ -224,11 +244,11 @@ def _legend(entries: Sequence[tuple[str, str, bool]], left: float, width: float)
     """Legend rows under the title: (name, colour, dashed) entries laid out left to right, wrapping at `width`.
 
     Returns the markup and the number of rows. Each entry is as wide as its text, so that long names (a class and its
-    AUC) neither overlap nor get cut; a name beyond 28 characters is shortened.
+    AUC) neither overlap nor get cut; a name beyond LABEL_CHARS characters is shortened.
     """
     body, x, row = [], left, 0
     for name, colour, dashed in entries:
-        shown = name if len(name) <= 28 else name[:27] + "…"
+        shown = _shortened(name)
         entry_width = 20 + 6.2 * len(shown)
         if x > left and x + entry_width > width:
             x, row = left, row + 1

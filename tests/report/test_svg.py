@@ -1,12 +1,20 @@
-"""The SVG builders: well-formed markup, escaped text, and no failure on degenerate data."""
+"""The SVG builders: well-formed markup, escaped text, no failure on degenerate data, and bar names drawn whole (in Chromium)."""
 
 from __future__ import annotations
 
 import math
 from xml.etree import ElementTree
 
+import pytest
+
 from dtfx.pipeline.report import svg
+from dtfx.pipeline.report.page import CSS
 from dtfx.pipeline.report.svg import GraphNode
+from tests.report.browser import Chromium, find_chromium
+
+needs_chromium = pytest.mark.skipif(
+    find_chromium() is None, reason="needs chromium and chromedriver: apt-get install chromium chromium-driver"
+)
 
 
 def parse(markup: str) -> ElementTree.Element:
@@ -55,7 +63,47 @@ def test_histogram_of_a_constant_feature_and_of_nothing():
 def test_bars_label_each_value_with_its_count_escaped():
     markup = svg.bars([("a<b", 3), ("c", 1)], "top values")
     labels = [t.text for t in parse(markup).iter("text")]
-    assert labels == ["a<b (3)", "c (1)"]
+    assert labels == ["a<b", "3", "c", "1"]
+
+
+# Top values of a category as a user's data has them (issue 43: the picture showed `toyota corolla (4`).
+CARS = [("toyota corolla (4 doors)", 41235), ("honda civic", 30000), ("a model name too long to be shown whole", 7)]
+
+
+def test_bars_show_a_name_whole_or_cut_with_an_ellipsis_and_whole_in_its_tooltip():
+    root = parse(svg.bars(CARS, "top values of car"))
+    rows = [(g.find("title").text, [t.text for t in g.iter("text")]) for g in root.iter("g")]
+    assert rows == [("toyota corolla (4 doors): 41235", ["toyota corolla (4 doors)", "41235"]),
+                    ("honda civic: 30000", ["honda civic", "30000"]),
+                    ("a model name too long to be shown whole: 7", ["a model name too long to be…", "7"])]
+
+
+# Where each text of the picture is drawn, and where the picture and each row's bar start.
+TEXT_BOXES = """
+const picture = document.querySelector('svg.bars');
+return {width: picture.viewBox.baseVal.width, rows: [...picture.querySelectorAll('g.bar')].map((row) => ({
+    bar: row.querySelector('rect').x.baseVal.value,
+    texts: [...row.querySelectorAll('text')].map((text) => {
+        const box = text.getBBox();
+        return [text.textContent, box.x, box.x + box.width];
+    }),
+}))};
+"""
+
+
+@needs_chromium
+def test_bar_names_and_counts_are_drawn_whole_inside_the_picture_in_chromium(tmp_path):
+    page = tmp_path / "bars.html"
+    page.write_text(f"<!doctype html><html><head><meta charset=\"utf-8\"><style>{CSS}</style></head><body><table><tr><td>"
+                    f"{svg.bars(CARS, 'top values of car')}</td></tr></table></body></html>", encoding="utf-8")
+    with Chromium() as browser:
+        browser.open(page)
+        drawn = browser.script(TEXT_BOXES)
+    assert [[text for text, _, _ in row["texts"]] for row in drawn["rows"]] == [
+        ["toyota corolla (4 doors)", "41235"], ["honda civic", "30000"], ["a model name too long to be…", "7"]]
+    for row in drawn["rows"]:
+        (_, name_left, name_right), (_, count_left, count_right) = row["texts"]
+        assert 0 <= name_left and name_right < row["bar"] <= count_left and count_right <= drawn["width"], drawn
 
 
 def test_line_chart_draws_a_series_per_name_and_skips_non_finite_values():
