@@ -16,13 +16,12 @@ from there first (backend/src/v2/component/launcher_v2.go, collectOutputParamete
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
 import sys
 
-from dtfx.components.errors import DataError, StepError
+from dtfx.components.errors import DataError
 from dtfx.components.names import DATA_FINGERPRINT_PARAMETER
 
 INPUT_BASE = "input_base"  # ingest's exec property that holds data.path (example_gen.component.check_data_path)
@@ -70,23 +69,9 @@ def _size_and_mtime(stat) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     """Reads the step's parameters from the executor input, writes the fingerprint as its output parameter."""
-    parser = argparse.ArgumentParser(prog="python -m dtfx.components.data_fingerprint")
-    parser.add_argument("--executor_input", required=True, help="the ExecutorInput JSON ({{$}})")
-    args = parser.parse_args(argv)
-    executor_input = json.loads(args.executor_input)
-    values = executor_input["inputs"]["parameterValues"]
-    pattern = values[INPUT_BASE]
-    try:
-        value = fingerprint(pattern)
-    except StepError as error:  # no data file, or a bucket that cannot be read (buckets.BucketError)
-        print(f"dtfx: {error}", file=sys.stderr)
-        return 2
-    print(f"{DATA_FINGERPRINT_PARAMETER} of {pattern}: {value}")
-    output_file = executor_input["outputs"]["outputFile"]
-    os.makedirs(os.path.dirname(output_file), exist_ok=True)
-    with open(output_file, "w", encoding="utf-8") as handle:
-        json.dump({"parameterValues": {DATA_FINGERPRINT_PARAMETER: value}}, handle)
-    return 0
+    from dtfx.components.kfp_executor_input import run_value_step
+
+    return run_value_step(argv, "dtfx.components.data_fingerprint", INPUT_BASE, DATA_FINGERPRINT_PARAMETER, fingerprint)
 
 
 if __name__ == "__main__":

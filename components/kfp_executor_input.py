@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 
 import yaml
 
@@ -233,3 +234,33 @@ def _value_index(argv: list[str], flag: str) -> int | None:
     if flag in argv and argv.index(flag) + 1 < len(argv):
         return argv.index(flag) + 1
     return None
+
+
+def run_value_step(argv: list[str] | None, module: str, input_key: str, output_key: str,
+                   compute: Callable[[str], str]) -> int:
+    """A step that computes one string from one input parameter (the fingerprint steps dtfx compiles in).
+
+    The value goes back in the executor output file as an output parameter: KFP's launcher reads output parameters
+    from there first (backend/src/v2/component/launcher_v2.go, collectOutputParameters, 2.0 to 2.17). A StepError
+    (no data file, a bucket that cannot be read) ends the step with its message and exit code 2.
+    """
+    import argparse
+    import sys
+
+    from dtfx.components.errors import StepError
+
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
+    parser.add_argument("--executor_input", required=True, help="the ExecutorInput JSON ({{$}})")
+    executor_input = json.loads(parser.parse_args(argv).executor_input)
+    given = executor_input["inputs"]["parameterValues"][input_key]
+    try:
+        value = compute(given)
+    except StepError as error:
+        print(f"dtfx: {error}", file=sys.stderr)
+        return 2
+    print(f"{output_key} of {given}: {value}")
+    output_file = executor_input["outputs"]["outputFile"]
+    os.makedirs(os.path.dirname(output_file), exist_ok=True)
+    with open(output_file, "w", encoding="utf-8") as handle:
+        json.dump({"parameterValues": {output_key: value}}, handle)
+    return 0

@@ -31,6 +31,13 @@ STAGE_OF_NODE = {GATE_ID: VALIDATION_STAGE, BASELINE_ID: EVALUATE_STAGE, REFEREN
 # the parameter that carries the fingerprint from it to ingest, so that ingest's cache key follows the data.
 DATA_FINGERPRINT_ID = "data_fingerprint"
 DATA_FINGERPRINT_PARAMETER = "data_fingerprint"
+# The same for the baseline: the step before it that fingerprints what the serving directory holds
+# (dtfx.components.baseline_model.serving_fingerprint), and the parameter that carries it, so that the baseline's cache
+# key follows the serving directory. A local run's baseline driver sets the same exec property.
+SERVING_FINGERPRINT_ID = "serving_fingerprint"
+SERVING_FINGERPRINT_PARAMETER = "serving_fingerprint"
+# The exec property of the baseline and the pusher that holds pusher.serving_dir.
+SERVING_DIR_KEY = "serving_dir"
 # On Kubeflow only: the step after evaluate that writes the outputs the run's page displays (dtfx.components.run_results).
 RUN_RESULTS_ID = "run_results"
 
@@ -46,6 +53,9 @@ ANOMALIES_OUTPUT = "anomalies"
 TRANSFORM_GRAPH_OUTPUT = "transform_graph"
 # A custom property of ingest's Examples: rows left out for a bad image (data.on_bad_image: skip).
 SKIPPED_IMAGES_PROPERTY = "rows_skipped_for_bad_images"
+# A custom property of the pusher's PushedModel: 1 when the push published a new version, 0 when the newest version
+# already held the model.
+PUBLISHED_PROPERTY = "published_new_version"
 # ... and the formats and sizes of its images and the lengths of its texts, as read (example_gen.profile), in JSON.
 DATA_PROFILE_PROPERTY = "data_profile"
 # ... whose list under this key holds what ingest warns of (a split other than train with one label class).

@@ -264,12 +264,14 @@ def eval_config(config: Config) -> tfma.EvalConfig:
     it knows the model's classes (dtfx.components.evaluator.classes): the positive class of a binary label, the macro
     average of more. Every metric is computed on the whole split and on each slice of `evaluator.slices`.
 
-    With `data.weight`, TFMA weighs every metric by the column Transform passes through (`example_weight_key`, read from
-    the transformed features), but for the registry's `unweighted` metrics (example_count), in a metrics spec of
-    unweighted examples.
+    With `data.weight`, TFMA weighs every metric by that column of the eval examples (`example_weight_key`), but for the
+    registry's `unweighted` metrics (example_count), in a metrics spec of unweighted examples. The key is the raw
+    column, which TFMA reads from the examples when a model's transformed features lack it (tfma v0.47.1
+    utils/model_util.py, get_feature_values_for_model_spec_field): a weight is the data's, not a model's, so a baseline
+    trained before data.weight was set is weighed as the candidate is (Transform passes the column through unchanged).
     """
     label_key = transformed_name(config.data.label)
-    weight_key = transformed_name(config.data.weight) if config.data.weight else ""
+    weight_key = config.data.weight or ""
     prediction_key = "scores" if config.data.task == "classification" else "predictions"
     names = list(dict.fromkeys([*config.metric_names()[:1], "example_count", *config.evaluator.thresholds]))
     plain, per_class, unweighted = [], [], []

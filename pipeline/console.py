@@ -1,4 +1,5 @@
-"""What `dtfx run` shows: a live line per stage while it runs, then a table of the results."""
+"""What `dtfx run` shows: a live line per stage while it runs, then a table of the results (and its evaluation and
+push lines, which `dtfx rehearse` prints too)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from rich.table import Table
 from dtfx.components.names import DATA_PROFILE_WARNINGS
 from dtfx.components.registry.metrics import class_value_of
 from dtfx.pipeline.layout import SUMMARY_FILE
-from dtfx.pipeline.run_summary import Evaluation, RunSummary
+from dtfx.pipeline.run_summary import Evaluation, PushResult, RunSummary
 
 STATUS_STYLE = {"ran": "green", "cached": "cyan", "failed": "bold red", "not_run": "dim"}
 
@@ -55,6 +56,15 @@ def live_stages(terminal: TextIO) -> Iterator[Callable[[str, str], None]]:
         yield update
 
 
+def push_line(push: PushResult) -> str:
+    """`pushed: <version directory>`, or what serving already held, or why nothing was pushed."""
+    if not push.pushed:
+        return f"not pushed: {push.reason or ''}"
+    if not push.new_version:
+        return f"pushed: nothing new ({push.directory}, the newest version, already holds this model)"
+    return f"pushed: {push.directory}"
+
+
 def print_summary(summary: RunSummary, resume_command: str) -> None:
     """Prints the stages, metrics against thresholds, the blessing and the push, then where the summary and log are."""
     console = Console(highlight=False)
@@ -93,21 +103,16 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
             print(f"  {name}: {value}")
         if trainer.agreement:
             print(f"  agreement: {trainer.agreement}")
-    evaluator = summary.evaluator
-    if evaluator:
-        console.print(_metrics_table(evaluator, summary.config.get("evaluator", {}).get("thresholds", {})))
-        print(f"evaluator: {'blessed' if evaluator.blessed else 'NOT blessed'}")
-        for failure in evaluator.failed_thresholds:
-            print(f"  threshold failed: {failure}")
-        for line in worst_slices(evaluator, summary.config.get("evaluator", {})):
-            print(f"  {line}")
-    push = summary.push
-    print(f"pushed: {push.directory}" if push.pushed else f"not pushed: {push.reason or ''}")
+    if summary.evaluator:
+        print_evaluation(summary.evaluator, summary.config.get("evaluator", {}))
+    print(push_line(summary.push))
     predict = summary.predict
     if predict and not predict.predicted:
         print("predictions: none (the model was not blessed)")
     elif predict:
         print(f"predictions: {predict.path} ({predict.rows - predict.bad_rows:,} of {predict.rows:,} rows predicted)")
+        for note in predict.notes:
+            print(f"  {note}")
         if predict.bad_rows:
             print(f"  {predict.bad_rows:,} row(s) not predicted (their reason is in the column `error`), first:")
             for line in predict.first_errors:
@@ -117,6 +122,18 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
         print(f"log: {summary.log}")
         print(f"after fixing it, resume with: {resume_command}")
     print(f"summary: {summary.run_dir}/{SUMMARY_FILE} ({summary.status}, {summary.seconds:.0f} s)")
+
+
+def print_evaluation(evaluator: Evaluation, evaluator_config: dict[str, Any]) -> None:
+    """The metrics against the thresholds of `evaluator_config` (the config's `evaluator` section, as JSON), the
+    blessing, each threshold that failed and the worst slices: an evaluation as `dtfx run` and `dtfx rehearse` print it."""
+    Console(highlight=False).print(_metrics_table(evaluator, evaluator_config.get("thresholds", {})))
+    print(f"evaluator: {'blessed' if evaluator.blessed else 'NOT blessed'}")
+    print(f"  baseline: {evaluator.baseline}" if evaluator.baseline else "  baseline: none (nothing pushed yet)")
+    for failure in evaluator.failed_thresholds:
+        print(f"  threshold failed: {failure}")
+    for line in worst_slices(evaluator, evaluator_config):
+        print(f"  {line}")
 
 
 def _metrics_table(evaluator: Evaluation, thresholds: dict[str, Any]) -> Table:

@@ -9,6 +9,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from dtfx.components.names import (
+    BASELINE_ID,
     BLESSING_OUTPUT,
     DATA_PROFILE_PROPERTY,
     EVALUATE_STAGE,
@@ -18,6 +19,7 @@ from dtfx.components.names import (
     MODEL_RUN_OUTPUT,
     PREDICT_STAGE,
     PREDICTIONS_OUTPUT,
+    PUBLISHED_PROPERTY,
     PUSH_STAGE,
     PUSHED_MODEL_OUTPUT,
     SKIPPED_IMAGES_PROPERTY,
@@ -76,10 +78,15 @@ def read_run(connection_config, pipeline_name: str, node_ids: list[str]) -> RunR
             found["trainer"] = _trainer(outputs)
         elif outputs and node == EVALUATE_STAGE:
             found["evaluator"] = _evaluator(outputs)
+        elif outputs and node == BASELINE_ID:
+            found[BASELINE_ID] = _baseline(outputs)
         elif outputs and node == PUSH_STAGE:
             found["push"] = _push(outputs)
         elif outputs and node == PREDICT_STAGE:
             found["predict"] = _predict(outputs)
+    baseline = found.pop(BASELINE_ID, None)
+    if found.get("evaluator") is not None:
+        found["evaluator"] = dataclasses.replace(found["evaluator"], baseline=baseline)
     return RunRecord(run_id=run.name, stages=stages, **found)
 
 
@@ -101,14 +108,21 @@ def _trainer(outputs) -> TrainStats | None:
 
 
 def _evaluator(outputs) -> Evaluation:
+    evaluation, blessing = outputs.get(EVALUATION_OUTPUT), outputs.get(BLESSING_OUTPUT)
+    blessed = bool(blessing and blessing.custom_properties["blessed"].int_value) if blessing else False
+    return read_evaluation(evaluation.uri if evaluation else None, blessed)
+
+
+def read_evaluation(directory: str | None, blessed: bool) -> Evaluation:
+    """The Evaluation of the evaluator's `evaluation` output in `directory` (a local path; None when the stage wrote
+    none), with the blessing its `blessing` output holds: what `dtfx run`, and `dtfx rehearse` from its store, print."""
     import tensorflow_model_analysis as tfma  # heavy; only once there is an evaluation
 
     from dtfx.components.evaluator import classes, slicing
 
-    evaluation, blessing = outputs.get(EVALUATION_OUTPUT), outputs.get(BLESSING_OUTPUT)
     metrics, intervals, slices = {}, {}, []
-    class_names = classes.read_class_names(evaluation.uri) if evaluation else []
-    for per_slice in tfma.load_metrics(evaluation.uri) if evaluation else []:
+    class_names = classes.read_class_names(directory) if directory else []
+    for per_slice in tfma.load_metrics(directory) if directory else []:
         values, bounds = {}, {}
         items = list(per_slice.metric_keys_and_values)
         for name, item in zip(classes.value_names([item.key for item in items], class_names), items, strict=True):
@@ -123,12 +137,11 @@ def _evaluator(outputs) -> Evaluation:
         else:
             metrics, intervals = values, bounds
     failures = []
-    if evaluation:
-        result = tfma.load_validation_result(evaluation.uri)
+    if directory:
+        result = tfma.load_validation_result(directory)
         found = [(per_slice.slice_key, failure) for per_slice in result.metric_validations_per_slice
                  for failure in per_slice.failures]
         failures = [_failure_line(slice_key, failure) for slice_key, failure in sorted(found, key=_worst_first)]
-    blessed = bool(blessing and blessing.custom_properties["blessed"].int_value) if blessing else False
     slices.sort(key=lambda entry: (len(entry.columns), entry.columns, [str(value) for value in entry.values]))
     return Evaluation(metrics=metrics, blessed=blessed, failed_thresholds=failures, slices=slices, intervals=intervals)
 
@@ -168,14 +181,30 @@ def _predict(outputs) -> PredictResult:
         return PredictResult(predicted=False)
     return PredictResult(predicted=True, path=result["predictions_file"].string_value, rows=result["rows"].int_value,
                          bad_rows=result["bad_rows"].int_value,
-                         first_errors=json.loads(result["first_errors"].string_value))
+                         first_errors=json.loads(result["first_errors"].string_value),
+                         notes=json.loads(result["notes"].string_value) if "notes" in result else [])
+
+
+def _baseline(outputs) -> str | None:
+    """`version <N> (<directory>)` of the baseline step's copy, or None when nothing had been pushed."""
+    from dtfx.components.baseline_model.executor import HAS_MODEL, MODEL_KEY, SOURCE_DIR, SOURCE_VERSION
+
+    model = outputs.get(MODEL_KEY)
+    if model is None or not model.custom_properties[HAS_MODEL].int_value:
+        return None
+    properties = model.custom_properties
+    return f"version {properties[SOURCE_VERSION].string_value} ({properties[SOURCE_DIR].string_value})"
 
 
 def _push(outputs) -> PushResult:
+    from dtfx.components.pusher.executor import PUSHED, PUSHED_DESTINATION
+
     pushed = outputs.get(PUSHED_MODEL_OUTPUT)
-    if pushed is None or not pushed.custom_properties["pushed"].int_value:
+    if pushed is None or not pushed.custom_properties[PUSHED].int_value:
         return PushResult(pushed=False)
-    return PushResult(pushed=True, directory=pushed.custom_properties["pushed_destination"].string_value)
+    properties = pushed.custom_properties
+    new_version = bool(properties[PUBLISHED_PROPERTY].int_value) if PUBLISHED_PROPERTY in properties else True
+    return PushResult(pushed=True, directory=properties[PUSHED_DESTINATION].string_value, new_version=new_version)
 
 
 def _last_step(series: dict) -> dict:

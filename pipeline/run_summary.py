@@ -65,6 +65,9 @@ class Evaluation:
     slices: list[SliceMetrics] = dataclasses.field(default_factory=list)
     # metric -> [lower, upper] of its 95% confidence interval (evaluator.confidence_intervals; none without)
     intervals: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    # The pushed version the candidate was compared with (max_regression), as serving held it when the run evaluated:
+    # `version <N> (<directory>)`; None when nothing had been pushed.
+    baseline: str | None = None
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Self:
@@ -99,9 +102,19 @@ class Evaluation:
 
 @dataclasses.dataclass(frozen=True)
 class PushResult:
-    pushed: bool
-    directory: str | None = None  # the version directory a model was pushed to
+    pushed: bool  # the model is what serving holds now: pushed by this run, or its newest version already
+    directory: str | None = None  # the version directory that holds the model
     reason: str | None = None  # why nothing was pushed
+    new_version: bool = True  # False: the newest version already held this very model, and nothing was copied
+
+
+def reason_after_evaluation(evaluator: Evaluation | None) -> str:
+    """Why a pipeline that reached its push pushed nothing: the model was not blessed (the thresholds it failed), or it
+    was and the pusher still did not push."""
+    if evaluator is None or not evaluator.blessed:
+        failed = "; ".join(evaluator.failed_thresholds if evaluator else []) or "thresholds not met"
+        return f"the model was not blessed ({failed})"
+    return "the pusher did not push"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +126,9 @@ class PredictResult:
     rows: int = 0
     bad_rows: int = 0  # rows without a prediction; their reason is in the file's `error` column
     first_errors: list[str] = dataclasses.field(default_factory=list)
+    # What the console says besides: the columns that link predictions to their rows when none is copied, the features
+    # filled in rows that lacked them although training never did.
+    notes: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from dtfx.components.baseline_model import executor
+from dtfx.components.drivers import ServingFingerprintDriver
 
 
 class BaselineModelSpec(ComponentSpec):
@@ -31,15 +32,16 @@ class BaselineModelSpec(ComponentSpec):
 class BaselineModel(base_component.BaseComponent):
     """Outputs `model`: a copy of the newest complete version in `serving_dir`, or an empty artifact.
 
-    `candidate_model` (the Trainer's model) is not read. It is there because the serving
-    directory is outside TFX's view: with caching on, a component with only `serving_dir` as
-    input would be reused forever and keep reporting the serving directory of its first run.
-    Keyed on the candidate, it runs again whenever there is a new model to compare, and is
-    reused only together with the Evaluator and Pusher runs that already used its answer.
+    The serving directory is outside TFX's view, so the cache key takes what it holds when the run reaches this step
+    (serving_fingerprint: its driver here, a step of its own on Kubeflow): a cached baseline is the version serving
+    holds now, never the one an earlier run compared with. `candidate_model` (the Trainer's model) is not read: keyed
+    on it too, the step runs again for every new model, and a cached evaluation is always of this candidate against
+    this baseline.
     """
 
     SPEC_CLASS = BaselineModelSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+    DRIVER_CLASS = ServingFingerprintDriver
 
     def __init__(self, serving_dir: str, candidate_model: types.BaseChannel):
         super().__init__(

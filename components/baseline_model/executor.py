@@ -12,39 +12,16 @@ from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
 from dtfx.components import buckets
-from dtfx.components.pusher import bucket_versions
-from dtfx.components.pusher.versions import SAVED_MODEL_FILE, version_number
+from dtfx.components.baseline_model.serving_fingerprint import newest_complete_version
+from dtfx.components.names import SERVING_DIR_KEY
+from dtfx.components.pusher.versions import SAVED_MODEL_FILE
 
-SERVING_DIR_KEY = "serving_dir"
 CANDIDATE_KEY = "candidate_model"
 MODEL_KEY = "model"
 # Custom properties of the output, for people and tools reading ML Metadata.
 HAS_MODEL = "has_model"
 SOURCE_VERSION = "source_version"
 SOURCE_DIR = "source_dir"
-
-
-def newest_complete_version(serving_dir: str) -> tuple[int, str] | None:
-    """(version, directory) of the highest-numbered version that has a saved_model.pb, or None.
-
-    In a bucket, the highest `versions/<N>/` with its marker (bucket_versions.newest_published). On a local path, what
-    TF Serving would serve: names that are not integers (hidden temporary directories
-    included) are skipped, and so are numbered directories without saved_model.pb (a push
-    still in progress, or one that crashed, with stock TFX Pusher).
-    """
-    if buckets.is_store_uri(serving_dir):
-        return bucket_versions.newest_published(serving_dir)
-    if not fileio.isdir(serving_dir):
-        return None
-    numbered = []
-    for name in fileio.listdir(serving_dir):
-        number = version_number(name.rstrip("/"))  # object stores list directories with a trailing slash
-        if number is not None:
-            numbered.append((number, os.path.join(serving_dir, name.rstrip("/"))))
-    for number, directory in sorted(numbered, reverse=True):
-        if fileio.exists(os.path.join(directory, SAVED_MODEL_FILE)):
-            return number, directory
-    return None
 
 
 def contains_model(model) -> bool:
@@ -69,8 +46,7 @@ class Executor(base_executor.BaseExecutor):
     """Copies the newest pushed version into `model`; leaves `model` empty (`has_model` = 0) if there is none."""
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:
-        # candidate_model is not read: it is an input so that the cache key changes with every new candidate
-        # (see component.py).
+        # candidate_model is not read, nor the serving fingerprint: both are there for the cache key (component.py).
         serving_dir = exec_properties[SERVING_DIR_KEY]
         baseline = artifact_utils.get_single_instance(output_dict[MODEL_KEY])
         found = newest_complete_version(serving_dir)

@@ -81,6 +81,14 @@ class Executor(ComputesWithoutBeamInOneThread, evaluator_executor.Executor):
             self._evaluate_with_tfma(input_dict, output_dict, exec_properties, eval_config)
         else:
             self._evaluate_in_process(input_dict, output_dict, exec_properties, eval_config)
+        if eval_config is not None and _first_push_of_change_thresholds(exec_properties, input_dict, output_dict):
+            # Only change thresholds, and nothing pushed yet: TFMA drops them (update_eval_config_with_defaults,
+            # rubber_stamp), and stock Evaluator, finding no threshold left, writes no blessing at all, so that such
+            # a config would never push a first model to compare later ones with. The first model is blessed.
+            logging.info("Only change thresholds and no baseline yet: the first model is blessed (a rubber stamp).")
+            _bless(artifact_utils.get_single_instance(output_dict[standard_component_specs.BLESSING_KEY]),
+                   artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY]), None, True,
+                   exec_properties)
         if input_dict.get(standard_component_specs.MODEL_KEY):  # names the per-class values for summary and report
             classes.write_class_names(artifact_utils.get_single_uri(output_dict[constants.EVALUATION_KEY]),
                                       _serving_path(artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])))
@@ -295,6 +303,18 @@ def _split_patterns(examples: list[types.Artifact], exec_properties: dict[str, A
     splits = json_utils.loads(exec_properties.get(standard_component_specs.EXAMPLE_SPLITS_KEY) or "null") or ["eval"]
     return [io_utils.all_files_pattern(split_uri)
             for split in splits for split_uri in artifact_utils.get_split_uris(examples, split)]
+
+
+def _first_push_of_change_thresholds(exec_properties: dict[str, Any], input_dict, output_dict) -> bool:
+    """Whether the config's thresholds are all change thresholds, there is no baseline, and no blessing was written."""
+    if input_dict.get(BASELINE_MODEL_KEY) or not input_dict.get(standard_component_specs.MODEL_KEY):
+        return False
+    blessings = output_dict.get(standard_component_specs.BLESSING_KEY) or []
+    if not blessings or constants.ARTIFACT_PROPERTY_BLESSED_KEY in blessings[0].mlmd_artifact.custom_properties:
+        return False
+    configured = tfma.EvalConfig()
+    proto_utils.json_to_proto(exec_properties[standard_component_specs.EVAL_CONFIG_KEY], configured)
+    return bool(tfma.metrics.metric_thresholds_from_metrics_specs(configured.metrics_specs, eval_config=configured))
 
 
 def _bless(blessing: types.Artifact, candidate: types.Artifact, baseline: types.Artifact | None, blessed: bool,

@@ -11,6 +11,7 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
+from dtfx.components.drivers import EveryRunDriver
 from dtfx.components.pusher import executor, versions
 
 
@@ -34,6 +35,7 @@ class AtomicPusher(base_component.BaseComponent):
 
     SPEC_CLASS = AtomicPusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+    DRIVER_CLASS = EveryRunDriver  # never cached: it writes the serving directory (on Kubeflow: no cachingOptions)
 
     def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel, serving_dir: str):
         # Fail when the pipeline is built, not after training, if serving_dir cannot work.

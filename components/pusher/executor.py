@@ -13,13 +13,12 @@ from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
 from dtfx.components import buckets
-from dtfx.components.names import PUSHED_MODEL_OUTPUT
+from dtfx.components.names import PUBLISHED_PROPERTY, PUSHED_MODEL_OUTPUT, SERVING_DIR_KEY
 from dtfx.components.pusher import bucket_versions, versions
 
 MODEL_KEY = "model"
 BLESSING_KEY = "model_blessing"
 PUSHED_MODEL_KEY = PUSHED_MODEL_OUTPUT
-SERVING_DIR_KEY = "serving_dir"
 # The custom properties stock TFX Pusher sets on PushedModel (tfx/components/pusher/executor.py);
 # the run summary and anything else reading ML Metadata rely on these names.
 PUSHED = "pushed"
@@ -74,3 +73,4 @@ class Executor(base_executor.BaseExecutor):
         pushed_model.set_int_custom_property(PUSHED, 1)
         pushed_model.set_string_custom_property(PUSHED_DESTINATION, destination)
         pushed_model.set_string_custom_property(PUSHED_VERSION, str(version))
+        pushed_model.set_int_custom_property(PUBLISHED_PROPERTY, int(published))

@@ -6,7 +6,9 @@ container started as `python -m dtfx.components.kfp_entrypoint` (tensorflow/tfx#
 compiled spec is then completed with what TFX leaves out of a bare PipelineSpec file: the
 default pipeline root, per-step resources and, as a second
 YAML document, the volumes. A `data_fingerprint` step goes before ingest, so that Kubeflow's
-cache reuses ingest and the steps after it exactly while the data files stay the same. The run
+cache reuses ingest and the steps after it exactly while the data files stay the same; a
+`serving_fingerprint` step goes before the baseline, so that a cached evaluation is always
+against the version serving holds; the push is never cached. The run
 parameters (dtfx.pipeline.kubeflow.run_form) are typed inputs of the pipeline, checked by a first step.
 
 Compiling reads and writes nothing but the output file: the step code is in the image, named
@@ -26,9 +28,11 @@ import tempfile
 import yaml
 
 from dtfx.components import data_fingerprint
+from dtfx.components.baseline_model import serving_fingerprint
 from dtfx.components.kfp_executor_input import OUTPUT_TYPES_FLAG, type_title
 from dtfx.components.names import (
     ANOMALIES_OUTPUT,
+    BASELINE_ID,
     BLESSING_OUTPUT,
     DATA_FINGERPRINT_ID,
     DATA_FINGERPRINT_PARAMETER,
@@ -36,7 +40,11 @@ from dtfx.components.names import (
     EVALUATION_OUTPUT,
     INGEST_STAGE,
     PREDICT_STAGE,
+    PUSH_STAGE,
     RUN_RESULTS_ID,
+    SERVING_DIR_KEY,
+    SERVING_FINGERPRINT_ID,
+    SERVING_FINGERPRINT_PARAMETER,
     STATISTICS_OUTPUT,
     STATISTICS_STAGE,
     TRAIN_STAGE,
@@ -111,9 +119,10 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
     labels = {step: spec["components"][step]["executorLabel"] for step in [*steps, RUN_RESULTS_ID] if step in spec["components"]}
     in_job_pods = {TRAIN_STAGE} if training_job else set()
     platform_spec = platform.platform_spec(config.kubeflow, labels, placed_elsewhere=in_job_pods)
-    if DATA_FINGERPRINT_ID in spec["root"]["dag"]["tasks"]:
-        _share_ingest_platform(spec, platform_spec)
-        steps.insert(0, DATA_FINGERPRINT_ID)
+    for fingerprint in (SERVING_FINGERPRINT, DATA_FINGERPRINT):
+        if fingerprint.step in spec["root"]["dag"]["tasks"]:
+            _share_platform(spec, platform_spec, fingerprint)
+            steps.insert(0, fingerprint.step)
     if RUN_RESULTS_ID in spec["root"]["dag"]["tasks"]:
         steps.append(RUN_RESULTS_ID)
     if run_form.CHECK_STEP in spec["root"]["dag"]["tasks"]:
@@ -204,9 +213,16 @@ def _finish(spec: dict, config: Config, pipeline_root: str, training_job: bool) 
         executor.get("container", {}).pop("lifecycle", None)
     _add_output_types(spec)
     if tasks.get(INGEST_STAGE) is not None:
-        _add_data_fingerprint(spec)
+        _add_fingerprint_step(spec, DATA_FINGERPRINT)
         notes.append(f"{DATA_FINGERPRINT_ID} lists the data files in every run; ingest and the steps after it are "
                      "taken from Kubeflow's cache while the files and their settings stay the same")
+    if tasks.get(BASELINE_ID) is not None:
+        _add_fingerprint_step(spec, SERVING_FINGERPRINT)
+        notes.append(f"{SERVING_FINGERPRINT_ID} reads what the serving directory holds in every run; the baseline and "
+                     "the evaluation are taken from Kubeflow's cache only while it holds the same version")
+    push = tasks.get(PUSH_STAGE)
+    if push is not None:
+        push.pop("cachingOptions", None)  # it writes the serving directory: a cached push may name a version gone since
     predict = tasks.get(PREDICT_STAGE)
     if predict is not None:
         predict.pop("cachingOptions", None)  # as ingest: it reads predict.data, whose changes a cache would not see
@@ -226,53 +242,77 @@ def _add_store_env(spec: dict, config: Config) -> None:
             executor["container"]["env"] = copy.deepcopy(env)
 
 
-def _add_data_fingerprint(spec: dict) -> None:
-    """Puts the `data_fingerprint` step before ingest and passes its value to ingest as a parameter.
+@dataclasses.dataclass(frozen=True)
+class FingerprintStep:
+    """A step that reads what a task reads outside its inputs (data files, the serving directory) and hands it a
+    fingerprint of it as a parameter, so that Kubeflow's cache key of that task follows it."""
+
+    step: str  # the step's task id
+    module: str  # its command: python -m <module>
+    consumer: str  # the task it keys
+    input_key: str  # the consumer's parameter it reads (and takes as its own)
+    parameter: str  # its output parameter, which the consumer takes as an input of the same name
+
+
+DATA_FINGERPRINT = FingerprintStep(DATA_FINGERPRINT_ID, data_fingerprint.__name__, INGEST_STAGE,
+                                   data_fingerprint.INPUT_BASE, DATA_FINGERPRINT_PARAMETER)
+SERVING_FINGERPRINT = FingerprintStep(SERVING_FINGERPRINT_ID, serving_fingerprint.__name__, BASELINE_ID,
+                                      SERVING_DIR_KEY, SERVING_FINGERPRINT_PARAMETER)
+
+
+def _add_fingerprint_step(spec: dict, fingerprint: FingerprintStep) -> None:
+    """Puts the fingerprint step before its consumer and passes its value to the consumer as a parameter.
 
     Open-source Kubeflow keys its cache on a step's input artifact ids, parameter values, outputs,
     image and command, and from 2.15 its PVC names (backend/src/v2/cacheutils/cache.go, GenerateCacheKey,
-    2.0 to 2.17): the files behind ingest's `input_base` are not in it, so a cached ingest would return the
-    first run's examples for as long as data.path stays the same. The fingerprint step reads ingest's
-    own `input_base` (data.path, or the run's value of it: `_fingerprint_follows_run_parameters`), is never
-    cached (no `cachingOptions`), and its output parameter reaches ingest through `taskOutputParameter`
-    (resolved from the producer's ML Metadata execution by every 2.x driver): ingest's key, and through its
-    new examples' ids every later step's, changes exactly when the data does. Ingest keeps TFX's
-    `cachingOptions`. Its TFX entrypoint hands the extra parameter to the executor as an exec property,
-    which it does not read; the parameter is wired here only, so local runs (the ingest component's own
-    driver fingerprints the data there) and their cache are untouched.
+    2.0 to 2.17): what a step reads outside its inputs is not in it. Ingest reads the files behind its `input_base`
+    (a cached ingest would return the first run's examples for as long as data.path stays the same), and the baseline
+    reads the serving directory (a cached baseline would hand a later run the version an earlier run compared with,
+    and a cached evaluation would bless a model worse than the one serving holds). The fingerprint step reads the
+    consumer's own parameter (data.path, or the run's value of it: `_fingerprint_follows_run_parameters`; the serving
+    directory), is never cached (no `cachingOptions`), and its output parameter reaches the consumer through
+    `taskOutputParameter` (resolved from the producer's ML Metadata execution by every 2.x driver): the consumer's
+    key, and through its new outputs' ids every later step's, changes exactly when what it reads does. The consumer
+    keeps TFX's `cachingOptions`. Its TFX entrypoint hands the extra parameter to the executor as an exec property,
+    which it does not read; on a local run, the consumer's driver sets the same property (its ExampleGen driver,
+    dtfx.components.drivers).
     """
     tasks = spec["root"]["dag"]["tasks"]
-    ingest = tasks[INGEST_STAGE]
-    component = spec["components"][ingest["componentRef"]["name"]]
+    consumer = tasks[fingerprint.consumer]
+    component = spec["components"][consumer["componentRef"]["name"]]
     container = spec["deploymentSpec"]["executors"][component["executorLabel"]]["container"]
-    data_inputs = {data_fingerprint.INPUT_BASE: ingest["inputs"]["parameters"][data_fingerprint.INPUT_BASE]}
+    inputs = {fingerprint.input_key: consumer["inputs"]["parameters"][fingerprint.input_key]}
     string = {"parameterType": "STRING"}
-    label = f"{DATA_FINGERPRINT_ID}_executor"
-    spec["components"][DATA_FINGERPRINT_ID] = {
+    label = f"{fingerprint.step}_executor"
+    spec["components"][fingerprint.step] = {
         "executorLabel": label,
-        "inputDefinitions": {"parameters": {name: dict(string) for name in data_inputs}},
-        "outputDefinitions": {"parameters": {DATA_FINGERPRINT_PARAMETER: dict(string)}},
+        "inputDefinitions": {"parameters": {name: dict(string) for name in inputs}},
+        "outputDefinitions": {"parameters": {fingerprint.parameter: dict(string)}},
     }
     spec["deploymentSpec"]["executors"][label] = {"container": {
         "image": container["image"],
-        "command": ["python", "-m", data_fingerprint.__name__],
+        "command": ["python", "-m", fingerprint.module],
         "args": ["--executor_input", "{{$}}"],
     }}
-    tasks[DATA_FINGERPRINT_ID] = {
-        "componentRef": {"name": DATA_FINGERPRINT_ID},
-        "inputs": {"parameters": copy.deepcopy(data_inputs)},
-        "taskInfo": {"name": DATA_FINGERPRINT_ID},
+    tasks[fingerprint.step] = {
+        "componentRef": {"name": fingerprint.step},
+        "inputs": {"parameters": copy.deepcopy(inputs)},
+        "taskInfo": {"name": fingerprint.step},
     }
-    component["inputDefinitions"]["parameters"][DATA_FINGERPRINT_PARAMETER] = dict(string)
-    ingest["inputs"]["parameters"][DATA_FINGERPRINT_PARAMETER] = {
-        "taskOutputParameter": {"producerTask": DATA_FINGERPRINT_ID, "outputParameterKey": DATA_FINGERPRINT_PARAMETER}}
+    if consumer.get("dependentTasks"):
+        # It waits for what its consumer waits for: the baseline's fingerprint is taken when training is over, as
+        # close as can be to the baseline's cache lookup.
+        tasks[fingerprint.step]["dependentTasks"] = list(consumer["dependentTasks"])
+    component["inputDefinitions"]["parameters"][fingerprint.parameter] = dict(string)
+    consumer["inputs"]["parameters"][fingerprint.parameter] = {
+        "taskOutputParameter": {"producerTask": fingerprint.step, "outputParameterKey": fingerprint.parameter}}
     # Argo's DAG, which the backend compiles from the spec, orders tasks by dependentTasks alone.
-    ingest["dependentTasks"] = sorted({*ingest.get("dependentTasks", []), DATA_FINGERPRINT_ID})
+    consumer["dependentTasks"] = sorted({*consumer.get("dependentTasks", []), fingerprint.step})
     args = container["args"]
     if INPUTS_SPEC_FLAG in args:  # TFX's entrypoint types the parameters from it: keep it the same as the definitions
         at = args.index(INPUTS_SPEC_FLAG) + 1
         inputs_spec = json.loads(args[at])
-        inputs_spec.setdefault("parameters", {})[DATA_FINGERPRINT_PARAMETER] = dict(string)
+        inputs_spec.setdefault("parameters", {})[fingerprint.parameter] = dict(string)
         args[at] = json.dumps(inputs_spec, indent=2)
 
 
@@ -345,12 +385,12 @@ def _run_results_inputs(spec: dict) -> tuple[dict, dict]:
     return inputs, definitions
 
 
-def _share_ingest_platform(spec: dict, platform_spec: dict | None) -> None:
-    """Gives the data_fingerprint step ingest's volumes, secrets and placement: it reads the same files."""
+def _share_platform(spec: dict, platform_spec: dict | None, fingerprint: FingerprintStep) -> None:
+    """Gives a fingerprint step its consumer's volumes, secrets and placement: it reads the same files."""
     executors = (platform_spec or {}).get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
-    ingest_label = spec["components"][spec["root"]["dag"]["tasks"][INGEST_STAGE]["componentRef"]["name"]]["executorLabel"]
-    if ingest_label in executors:
-        executors[spec["components"][DATA_FINGERPRINT_ID]["executorLabel"]] = copy.deepcopy(executors[ingest_label])
+    consumer_label = spec["components"][spec["root"]["dag"]["tasks"][fingerprint.consumer]["componentRef"]["name"]]["executorLabel"]
+    if consumer_label in executors:
+        executors[spec["components"][fingerprint.step]["executorLabel"]] = copy.deepcopy(executors[consumer_label])
 
 
 def _add_output_types(spec: dict) -> None:

@@ -20,7 +20,15 @@ from dtfx.pipeline.builder import eval_config as builder_eval_config
 from dtfx.pipeline.config import Config
 from tests.components.test_baseline_model import find_baseline
 from tests.components.test_evaluation_metrics import BINARY, ROWS, THREE, _Line, _Scorer, classified_rows
-from tests.components.test_evaluator import IN_PROCESS, TFMA_ON_BEAM, evaluate, examples_artifact, model_artifact
+from tests.components.test_evaluator import (
+    IN_PROCESS,
+    TFMA_ON_BEAM,
+    evaluate,
+    examples_artifact,
+    metric_values,
+    model_artifact,
+    pushed_baseline,
+)
 from tests.conftest import default_config, set_key
 
 WEIGHTS = (1.0, 2.0, 0.0, 1.0, 2.0)  # row i weighs WEIGHTS[i % 5]
@@ -139,7 +147,7 @@ def test_regression_weighs_every_metric_as_repeated_rows_both_ways(tmp_path):
 
 def test_the_builder_weighs_every_metric_but_example_count_and_the_in_process_path_takes_it():
     config = config_for("classification", "label", "w")
-    assert [spec.example_weight_key for spec in config.model_specs] == ["w_xf"]
+    assert [spec.example_weight_key for spec in config.model_specs] == ["w"]  # the data's column, for every model
     [counts] = [spec for spec in config.metrics_specs if spec.HasField("example_weights")]
     assert [metric.class_name for metric in counts.metrics] == ["ExampleCount"] and counts.example_weights.unweighted
     assert batched_metrics.unsupported(classes.complete(config, 2)) == ""
@@ -155,3 +163,24 @@ def test_a_metrics_spec_both_weighted_and_unweighted_goes_to_tfma(options, suppo
     config.metrics_specs[0].example_weights.CopyFrom(tfma.ExampleWeightOptions(**options))
     reason = batched_metrics.unsupported(config)
     assert (reason == "") == supported, reason
+
+
+@pytest.mark.parametrize("beam_args", [IN_PROCESS, TFMA_ON_BEAM], ids=["in_process", "tfma"])
+def test_a_baseline_pushed_before_data_weight_was_set_is_weighed_as_the_candidate(tmp_path, beam_args):
+    """Issue 43, point 2: the served model's transformed features have no w_xf (it was trained without data.weight);
+    the evaluation weighs both models by the examples' own column w, and the baseline's weighted values are those of
+    the repeated rows, as the candidate's are."""
+    weights, served = np.array([[1.0, -1.0], [0.2, 0.5]]), [[0.8, -0.6], [0.1, 0.3]]
+    rows = weighted(classified_rows(BINARY, weights, seed=3))
+    # The served model's transform_features has no w_xf: it was trained and pushed before data.weight was set.
+    baseline = pushed_baseline(tmp_path, model_artifact(tmp_path / "served", _Scorer(BINARY, served, [0.0, 0.0])))
+    candidate = model_artifact(tmp_path / "model", _WeightedScorer(BINARY, weights.tolist(), [0.4, -0.4]))
+    uri, _, validation = evaluate(beam_args, examples_artifact(tmp_path / "examples", rows), candidate, baseline,
+                                  tmp_path / "out", config_for("classification", "label", "w"))
+    assert validation.validation_ok, validation
+    values = metric_values(uri)
+    plain = evaluated(tmp_path / "repeated", repeated(rows), _Scorer(BINARY, served, [0.0, 0.0]),
+                      config_for("classification", "label", None), IN_PROCESS)
+    baseline_name = next(model for _, model, _ in values if model and "baseline" in model)
+    assert_close(values["auc", baseline_name, False], plain["auc", False], "the baseline's weighted auc")
+    assert values["weighted_example_count", baseline_name, False] == sum(row["w"] for row in rows)

@@ -152,3 +152,43 @@ def wait_for(condition, seconds: float):
             return value
         time.sleep(0.5)
     raise AssertionError(f"timed out after {seconds} s")
+
+
+def test_a_cached_candidate_is_compared_with_what_serving_holds_now(write_config, tmp_path):
+    """Issue 43, point 1: push A (a weak model), push B (a better one), then run A's config again. A's training comes
+    from the cache, but its baseline is B, which serving holds now, not the nothing A was first compared with: A is
+    not blessed and nothing is pushed, and the console names B as the baseline."""
+    data = tmp_path / "mixed.csv"
+    make_mixed_csv(data, rows=400)
+    config = mixed_config(write_config, data, evaluator__thresholds={"accuracy": {"max_regression": 0.0}})
+    serving = tmp_path / "outputs" / "gates" / "serving"
+    weak = ("--set", "trainer.train_steps=2", "--set", "trainer.learning_rate=0.00001")
+    strong = ("--set", "trainer.train_steps=300")
+
+    first = run_dtfx("run", str(config), *weak)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "  baseline: none (nothing pushed yet)" in first.stdout
+    (a,) = versions(serving)
+    second = run_dtfx("run", str(config), *strong)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert summary_of(second).evaluator.blessed, second.stdout
+    assert f"  baseline: version {a} ({serving / a})" in second.stdout
+    a, b = versions(serving)
+    assert summary_of(second).push.directory == str(serving / b)
+
+    third = run_dtfx("run", str(config), *weak)
+    assert third.returncode == 0, third.stdout + third.stderr
+    summary = summary_of(third)
+    status = {s.node: s.status for s in summary.stages}
+    assert status["train"] == "cached" and status["baseline"] == "ran" and status["evaluate"] == "ran", status
+    assert not summary.evaluator.blessed and not summary.push.pushed, third.stdout
+    assert f"  baseline: version {b} ({serving / b})" in third.stdout
+    assert "evaluator: NOT blessed" in third.stdout and "not pushed: the model was not blessed" in third.stdout
+    assert versions(serving) == [a, b]
+
+    # Nothing changed since: everything up to the push comes from the cache, and the push, which runs in every run,
+    # finds serving's newest version (B) unchanged and pushes nothing.
+    again = run_dtfx("run", str(config), *weak)
+    status = {s.node: s.status for s in summary_of(again).stages}
+    assert again.returncode == 0 and status["baseline"] == "cached" and status["evaluate"] == "cached", status
+    assert status["push"] == "ran" and not summary_of(again).push.pushed and versions(serving) == [a, b]

@@ -18,7 +18,8 @@ from tests.conftest import ROOT
 
 PACKAGE_FOLDERS = ("pipeline", "components")
 NAMES_FILE = ROOT / "components" / "names.py"
-STAGE_WORDS = frozenset({*names.STAGES, *names.STAGE_OF_NODE, names.DATA_FINGERPRINT_ID, names.RUN_RESULTS_ID})
+STAGE_WORDS = frozenset({*names.STAGES, *names.STAGE_OF_NODE, names.DATA_FINGERPRINT_ID, names.SERVING_FINGERPRINT_ID,
+                         names.RUN_RESULTS_ID})
 
 # (file, word) -> (how many times, what the word means there instead of a stage or node id).
 OTHER_MEANINGS = {
