@@ -140,6 +140,8 @@ def _predict(args: argparse.Namespace) -> int:
     print(f"model: {model_dir}")
     print(f"predictions: {args.output} ({counts.rows - counts.bad_rows:,} of {counts.rows:,} rows predicted)")
     print(f"copied beside them: {', '.join(counts.keys) or 'no column'}")
+    for note in counts.notes():
+        print(note)
     if counts.bad_rows:
         print(f"{counts.bad_rows:,} row(s) not predicted (their reason is in the column `error`), first:")
         for error in counts.first_errors:

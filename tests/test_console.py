@@ -122,3 +122,21 @@ def test_the_resume_command_is_quoted_for_the_shell():
     command = _resume_command(args)
     assert command == "dtfx run 'my configs/p.yaml' --set 'data.path=/data/a b.csv' --until train"
     assert shlex.split(command)[2:] == ["my configs/p.yaml", "--set", "data.path=/data/a b.csv", "--until", "train"]
+
+
+def test_the_predict_stage_s_notes_follow_its_counts(capsys):
+    from dtfx.components.batch_predict.predict import PredictionCounts
+
+    # The stage's notes, as batch prediction words them for a run whose predict.keys is [] and a row without island.
+    counts = PredictionCounts(rows=9, bad_rows=0, first_errors=[], keys=[], row_columns=["input_file", "input_row",
+                              "input_line"], filled={"island": 1}, fills={"island": "its missing category"})
+    predict = {"predicted": True, "path": "p.parquet", "rows": 9, "bad_rows": 0, "notes": counts.notes()}
+    console.print_summary(summary(predict=predict), resume_command="dtfx run c.yaml")
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index("predictions: p.parquet (9 of 9 rows predicted)")
+    assert lines[start + 1:start + 3] == [
+        "  linked to their inputs by: input_file, input_row, input_line (the data file, the row in it counted from 1, "
+        "the CSV line it starts on)",
+        "  1 row(s) lack feature island, which was never missing in training: predicted with its missing category "
+        "(listed in the column `filled_features`)",
+    ]

@@ -24,7 +24,8 @@ PREDICTIONS_FILE = "predictions.parquet"
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
-    """Predicts only with a blessed model; `predictions` records `predicted` (1 or 0), `rows` and `bad_rows`."""
+    """Predicts only with a blessed model; `predictions` records `predicted` (1 or 0), `rows` and `bad_rows`, and the
+    console's `notes` on them (the columns that link predictions to their rows, the features filled in)."""
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:
         self._log_startup(input_dict, output_dict, exec_properties)
@@ -42,8 +43,11 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                                  options["keys"])
         for error in counts.first_errors:
             logging.warning("not predicted: %s", error)
+        for note in counts.notes():
+            logging.warning("%s", note)
         result.set_int_custom_property("predicted", 1)
         result.set_string_custom_property("predictions_file", path)
         result.set_int_custom_property("rows", counts.rows)
         result.set_int_custom_property("bad_rows", counts.bad_rows)
         result.set_string_custom_property("first_errors", json.dumps(counts.first_errors))
+        result.set_string_custom_property("notes", json.dumps(counts.notes()))

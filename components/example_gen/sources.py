@@ -404,6 +404,11 @@ def label_columns(path: str, label: str) -> Iterator[pa.Array]:
         yield from (batch.column(0) for batch in _parquet_batches(path, columns=[label]))
 
 
+def csv_record_lines(path: str) -> Iterator[int]:
+    """The line each data record of a CSV file starts on (the header is line 1), in the order of its record batches."""
+    return (line for line, _ in _csv_data_records(path))
+
+
 def _csv_data_records(path: str) -> Iterator[tuple[int, list[str]]]:
     """(first line number, fields) of every non-empty record after the header, as Arrow counts them."""
     with _open_csv_text(path) as handle:

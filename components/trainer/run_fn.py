@@ -275,7 +275,7 @@ def save(training: Training, network: keras.Model, inputs: ModelInputs, kept: re
     with compat.without_keras_layer_traces():
         tf.saved_model.save(network, serving_model_dir, signatures=signatures)
     serving.write_model_inputs(serving_model_dir, inputs.tft_output, options.label, options.task, inputs.classes,
-                               options.weight)
+                               options.weight, inputs.fills())
 
 
 def train_stats(training: Training, network: keras.Model, data: TrainingData, fitted: Fitted) -> TrainStats:

@@ -28,6 +28,11 @@ from dtfx.components.names import LABEL_VOCABULARY, transformed_name
 from dtfx.components.transform.options import TransformOptions
 
 MISSING_CATEGORY = "__missing__"
+# What takes a missing value's place, as batch prediction says it of a row that lacks a feature training never lacked
+# (each model carries the words of the Transform it was trained with). Images have none: a row without one is refused.
+NUMERIC_FILL = "its training mean"
+CATEGORY_FILL = f"its missing category ('{MISSING_CATEGORY}'), which training never saw"
+TEXT_FILL = "an empty text"
 # Rows of each class of the training split ("count class" lines, the analysis splits being the training split), for
 # trainer.class_weights: balanced: written beside the label vocabulary, in the same Beam pass over the rows.
 LABEL_COUNTS = "label_counts"

@@ -41,10 +41,11 @@ def test_a_model_without_its_inputs_file_is_refused_naming_it(tmp_path):
         predict.RawInputs.of_model(str(tmp_path))
 
 
-def save_classifier(directory: str, columns: dict[str, str]) -> str:
+def save_classifier(directory: str, columns: dict[str, str], never_missing: dict[str, str] | None = None) -> str:
     """A SavedModel as batch prediction reads one: `serving_default` over serialized tf.Examples, and the inputs file
-    naming `columns` (raw column -> int, float or bytes); a classifier of x into a and b (made without training, as
-    the Trainer's signature answers; the other columns are in its examples and unused, as parse_example leaves them)."""
+    naming `columns` (raw column -> int, float or bytes) and `never_missing` (None: left out, as a model of an earlier
+    dtfx); a classifier of x into a and b (made without training, as the Trainer's signature answers; the other
+    columns are in its examples and unused, as parse_example leaves them)."""
     spec = {"x": tf.io.FixedLenFeature([], tf.float32, default_value=0.0)}
 
     class Model(tf.Module):
@@ -59,7 +60,8 @@ def save_classifier(directory: str, columns: dict[str, str]) -> str:
     tf.saved_model.save(model, directory, signatures={"serving_default": model.serve})
     os.makedirs(os.path.join(directory, "assets.extra"))
     with open(os.path.join(directory, "assets.extra", MODEL_INPUTS_FILE), "w") as handle:
-        json.dump({"columns": columns, "label": "label", "task": "classification", "classes": ["a", "b"]}, handle)
+        inputs = {"columns": columns, "label": "label", "task": "classification", "classes": ["a", "b"]}
+        json.dump(inputs if never_missing is None else {**inputs, "never_missing": never_missing}, handle)
     return directory
 
 
@@ -88,14 +90,15 @@ def test_a_column_named_as_an_output_column_is_refused_naming_it_and_left_out_wi
     data, output = _scored_csv(tmp_path / "new.csv"), str(tmp_path / "predictions.parquet")
     with pytest.raises(DataError, match=r"new.csv: column\(s\) prediction would be copied beside the predictions, but "
                                         r"batch prediction writes columns of those names itself \(prediction, "
-                                        r"probability_a, probability_b, error\)"):
+                                        r"probability_a, probability_b, filled_features, error; input_file, input_row, "
+                                        r"input_line when it copies no column\)"):
         predict.predict(beam.Pipeline, model_dir, data, output, NO_FEATURES)
     assert not os.path.exists(output)
 
     counts = predict.predict(beam.Pipeline, model_dir, data, output, NO_FEATURES, keys=["id"])
     table = pq.read_table(output)
     assert counts.rows == 2 and counts.bad_rows == 0
-    assert table.column_names == ["id", "prediction", "probability_a", "probability_b", "error"]
+    assert table.column_names == ["id", "prediction", "probability_a", "probability_b", "filled_features", "error"]
     assert table.column("prediction").to_pylist() == ["a", "b"]  # the model's, not the input's yes and no
 
 
@@ -144,4 +147,88 @@ def test_the_default_keys_are_the_columns_that_are_not_numeric_or_categorical_fe
     features = predict.FeatureLists(numeric=numeric, categorical=categorical, images=[], texts=[])
     counts = predict.predict(beam.Pipeline, colour_model_dir, str(data), output, features)
     assert counts.keys == copied
-    assert pq.read_table(output).column_names == [*copied, "prediction", "probability_a", "probability_b", "error"]
+    assert pq.read_table(output).column_names == [*copied, "prediction", "probability_a", "probability_b",
+                                                  "filled_features", "error"]
+
+
+# --- Issue 43: what links a prediction to its row without a key; the features filled in rows that lack them -------
+
+def test_without_a_column_to_copy_each_prediction_gets_its_file_row_and_csv_line(model_dir, tmp_path):
+    data, output = tmp_path / "new", str(tmp_path / "predictions.parquet")
+    data.mkdir()
+    # A quoted value over two lines and an empty line: a row's line is not its row number plus one.
+    (data / "a.csv").write_text('x,note\n1.0,"two\nlines"\n\n9.0,plain\n2.0,last\n')
+    pq.write_table(pa.table({"x": [7.0, 3.0]}), data / "b.parquet")
+    counts = predict.predict(beam.Pipeline, model_dir, str(data), output, NO_FEATURES, keys=[])
+    table = pq.read_table(output)
+    assert table.column_names == ["input_file", "input_row", "input_line", "prediction", "probability_a",
+                                  "probability_b", "filled_features", "error"]
+    assert table.column("input_file").to_pylist() == [str(data / "a.csv")] * 3 + [str(data / "b.parquet")] * 2
+    assert table.column("input_row").to_pylist() == [1, 2, 3, 1, 2]
+    assert table.column("input_line").to_pylist() == [2, 5, 6, None, None]
+    assert table.column("prediction").to_pylist() == ["a", "b", "a", "b", "a"]
+    assert counts.keys == [] and counts.row_columns == ["input_file", "input_row", "input_line"]
+    assert counts.notes()[0] == ("linked to their inputs by: input_file, input_row, input_line (the data file, the row "
+                                 "in it counted from 1, the CSV line it starts on)")
+
+
+def test_copied_keys_are_the_link_and_no_row_columns_are_written(model_dir, tmp_path):
+    data, output = _scored_csv(tmp_path / "new.csv"), str(tmp_path / "predictions.parquet")
+    counts = predict.predict(beam.Pipeline, model_dir, data, output, NO_FEATURES, keys=["id"])
+    assert not {"input_file", "input_row", "input_line"} & set(pq.read_table(output).column_names)
+    assert counts.row_columns == [] and not any(note.startswith("linked") for note in counts.notes())
+
+
+@pytest.mark.parametrize("column", ["input_row", "filled_features"])
+def test_a_copied_column_named_as_a_row_column_or_the_filled_column_is_refused(model_dir, tmp_path, column):
+    data = tmp_path / "new.csv"
+    data.write_text(f"id,x,{column}\n7,1.0,3\n")
+    with pytest.raises(DataError, match=rf"new.csv: column\(s\) {column} would be copied beside the predictions"):
+        predict.predict(beam.Pipeline, model_dir, str(data), str(tmp_path / "out.parquet"), NO_FEATURES)
+
+
+FILLS = {"x": "its training mean", "colour": "its missing category ('__missing__'), which training never saw"}
+
+
+def test_rows_lacking_a_feature_training_never_lacked_are_marked_and_counted(tmp_path):
+    model = save_classifier(str(tmp_path / "model"), {"x": "float", "colour": "bytes", "size": "float"}, FILLS)
+    data, output = tmp_path / "new.csv", str(tmp_path / "predictions.parquet")
+    # size could be missing in training (not in never_missing): a row without it is not marked; the row of a word in
+    # x has no prediction, so nothing was filled in it.
+    data.write_text("id,x,colour,size\n1,1.0,red,2\n2,,red,2\n3,,,\n4,6.0,,2\n5,seven,,2\n6,2.0,blue,\n")
+    counts = predict.predict(beam.Pipeline, model, str(data), output, NO_FEATURES, keys=["id"])
+    filled = pq.read_table(output).column("filled_features").to_pylist()
+    assert filled == [[], ["x"], ["x", "colour"], ["colour"], None, []]
+    assert counts.bad_rows == 1 and counts.filled == {"x": 2, "colour": 2}
+    assert counts.notes() == [
+        "2 row(s) lack feature x, which was never missing in training: predicted with its training mean (listed in "
+        "the column `filled_features`)",
+        "2 row(s) lack feature colour, which was never missing in training: predicted with its missing category "
+        "('__missing__'), which training never saw (listed in the column `filled_features`)",
+    ]
+
+
+def test_a_model_that_does_not_say_which_features_training_never_lacked_is_said_so(model_dir, tmp_path):
+    data, output = tmp_path / "new.csv", str(tmp_path / "predictions.parquet")
+    data.write_text("id,x\n1,\n2,3.0\n")
+    counts = predict.predict(beam.Pipeline, model_dir, str(data), output, NO_FEATURES, keys=["id"])
+    assert pq.read_table(output).column("filled_features").to_pylist() == [None, None]
+    assert counts.filled == {} and counts.notes() == [
+        "the model does not record which features were never missing in training (it was saved by an earlier dtfx): "
+        "rows lacking one are not counted"]
+
+
+def test_never_missing_is_each_filled_feature_the_training_schema_requires():
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    from dtfx.components.trainer.training import serving
+
+    schema = schema_pb2.Schema()
+    for name, fraction in (("x", 1.0), ("size", 0.0), ("colour", 1.0), ("image", 1.0), ("year", 1.0)):
+        feature = schema.feature.add(name=name)
+        if fraction:
+            feature.presence.min_fraction = fraction
+    # year is read by the signature but is no feature (nothing fills it); image is a feature nothing fills.
+    fills = {"x_xf": "the mean", "size_xf": "the mean", "colour_xf": "its missing category"}
+    columns = {"x": "float", "size": "float", "colour": "bytes", "image": "bytes", "year": "int"}
+    assert serving.never_missing(schema, columns, fills) == {"x": "the mean", "colour": "its missing category"}

@@ -115,7 +115,7 @@ def test_the_pushed_lstm_serves_raw_text(reviews):
     assert summary.predict.rows == 200 and summary.predict.bad_rows == 0
     assert f"predictions: {summary.predict.path} (200 of 200 rows predicted)" in result.stdout
     assert set(predicted.columns) == {"id", "review", "prediction", "probability_negative", "probability_positive",
-                                      "error"}
+                                      "filled_features", "error"}
     assert list(predicted["id"]) == [str(index) for index in range(200)]
     assert set(predicted["prediction"]) == {"positive", "negative"} and predicted["error"].isna().all()
     outputs = serve(summary.push.directory, [example(review=b"The plot was dull, but the acting was brilliant!"),
@@ -152,6 +152,20 @@ def test_predict_writes_what_the_serving_signature_returns_and_counts_bad_rows(d
     np.testing.assert_allclose(probabilities, served["scores"], atol=1e-5)
     # No staging left beside the output.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["predictions.parquet"]
+
+
+def test_predict_says_which_rows_lack_a_text_that_training_never_lacked(reviews, tmp_path):
+    path, _, _ = reviews
+    (tmp_path / "new.csv").write_text('id,review\n1,"Dull, but brilliant."\n2,\n3,Brilliant.\n')
+    output = tmp_path / "p.parquet"
+    result = run_dtfx("predict", str(path), "--data", str(tmp_path / "new.csv"), "--output", str(output),
+                      cwd=path.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ("1 row(s) lack feature review, which was never missing in training: predicted with an empty text (listed "
+            "in the column `filled_features`)") in result.stdout.splitlines()
+    table = pq.read_table(output)
+    assert table.column("filled_features").to_pylist() == [[], ["review"], []]
+    assert table.column("prediction").null_count == 0
 
 
 def test_predict_refuses_data_without_a_column_the_model_reads(reviews, tmp_path):

@@ -133,7 +133,8 @@ def test_serving_and_batch_prediction_need_neither_the_weight_nor_the_label(tran
     result = serve(examples=tf.constant(requests))
     assert result["valid"].numpy().tolist() == [True, True]
     assert np.isfinite(result["scores"].numpy()).all()
-    serving.write_model_inputs(str(tmp_path / "model"), inputs.tft_output, "y", "classification", inputs.classes, "w")
+    serving.write_model_inputs(str(tmp_path / "model"), inputs.tft_output, "y", "classification", inputs.classes, "w",
+                               inputs.fills())
     written = json.loads((tmp_path / "model" / "assets.extra" / MODEL_INPUTS_FILE).read_text())
     assert written["columns"] == {"colour": "bytes", "x": "float"}
 

@@ -14,7 +14,7 @@ import tf_keras as keras
 from dtfx.components.names import transformed_name
 from dtfx.components.registry.models import MODEL_TYPES
 from dtfx.components.trainer.options import TrainerOptions
-from dtfx.components.transform.preprocessing import LABEL_VOCABULARY
+from dtfx.components.transform.preprocessing import CATEGORY_FILL, LABEL_VOCABULARY, NUMERIC_FILL, TEXT_FILL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +56,11 @@ class ModelInputs:
     def feature_names(self) -> list[str]:
         """Every input of the model, by transformed name."""
         return [*self.numeric, *self.categorical, *self.images, *self.text]
+
+    def fills(self) -> dict[str, str]:
+        """Each input that Transform fills where its raw value is missing (by transformed name) -> what it puts there."""
+        return {**dict.fromkeys(self.numeric, NUMERIC_FILL), **dict.fromkeys(self.categorical, CATEGORY_FILL),
+                **dict.fromkeys(self.text, TEXT_FILL)}
 
     def build_model(self, options: TrainerOptions) -> keras.Model:
         """The configured model, compiled (call it inside the strategy's scope)."""

@@ -8,8 +8,9 @@ import os
 
 import tensorflow as tf
 import tensorflow_transform as tft
+from tensorflow_metadata.proto.v0 import schema_pb2
 
-from dtfx.components.names import MODEL_INPUTS_FILE
+from dtfx.components.names import MODEL_INPUTS_FILE, transformed_name
 
 _KIND_OF_DTYPE = {tf.int64: "int", tf.float32: "float", tf.string: "bytes"}
 
@@ -94,15 +95,35 @@ def _once_per_call(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
 
 def write_model_inputs(model_dir: str, tft_output: tft.TFTransformOutput, label: str, task: str,
-                       classes: list[bytes] | None, weight: str | None) -> None:
+                       classes: list[bytes] | None, weight: str | None, fills: dict[str, str]) -> None:
     """Writes what batch prediction needs to make the serving signature's tf.Examples from a data file: each raw
     column the model reads and its kind (int, float or bytes, as ingest stores it), the task and the classes. The
-    label and the example weight (data.weight) are not among the columns: new data need not have them."""
+    label and the example weight (data.weight) are not among the columns: new data need not have them.
+
+    `never_missing` too: the features (of `fills`, ModelInputs.fills) that training never lacked, with what takes a
+    missing value's place, for batch prediction to say so of a row that lacks one.
+    """
     columns = {name: _KIND_OF_DTYPE[spec.dtype] for name, spec in sorted(tft_output.raw_feature_spec().items())
                if name not in (label, weight)}
     inputs = {"columns": columns, "label": label, "task": task,
-              "classes": [name.decode() if isinstance(name, bytes) else name for name in classes or []]}
+              "classes": [name.decode() if isinstance(name, bytes) else name for name in classes or []],
+              "never_missing": never_missing(tft_output.raw_metadata.schema, columns, fills)}
     path = os.path.join(model_dir, "assets.extra", MODEL_INPUTS_FILE)
     tf.io.gfile.makedirs(os.path.dirname(path))
     with tf.io.gfile.GFile(path, "w") as handle:
         handle.write(json.dumps(inputs, indent=1))
+
+
+def never_missing(schema: schema_pb2.Schema, columns: dict[str, str], fills: dict[str, str]) -> dict[str, str]:
+    """Of the raw `columns`, those whose transformed feature is in `fills` and that the schema the model was trained
+    with requires in every example (presence.min_fraction 1) -> their fill.
+
+    The schema is what Transform read, and the one thing of the training data's statistics that reaches the Trainer
+    (TFX's Trainer takes no statistics): TFDV infers min_fraction 1 for a column that no example lacks, and with
+    validation.fail_on_anomalies (the default) a run whose data lacks a column the schema requires stops before
+    Transform, so the training data had a value of it in every row, an imported schema's too (with
+    fail_on_anomalies: false, the schema's word is taken for it).
+    """
+    required = {feature.name for feature in schema.feature if feature.presence.min_fraction >= 1.0}
+    return {name: fills[transformed_name(name)] for name in columns
+            if name in required and transformed_name(name) in fills}
