@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     """Reads the step's parameters from the executor input, writes the fingerprint as its output parameter."""
     from dtfx.components.kfp_executor_input import run_value_step
 
-    return run_value_step(argv, "dtfx.components.data_fingerprint", INPUT_BASE, DATA_FINGERPRINT_PARAMETER, fingerprint)
+    return run_value_step(argv, "dtfx.components.data_fingerprint", DATA_FINGERPRINT_PARAMETER,
+                          lambda inputs: fingerprint(inputs.parameters[INPUT_BASE]), INPUT_BASE)
 
 
 if __name__ == "__main__":

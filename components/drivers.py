@@ -17,7 +17,7 @@ from tfx.dsl.components.base import base_driver
 from tfx.orchestration.portable import base_driver as ir_base_driver
 from tfx.proto.orchestration import driver_output_pb2
 
-from dtfx.components.baseline_model.serving_fingerprint import serving_fingerprint
+from dtfx.components.baseline_model.serving_fingerprint import CANDIDATE_KEY, candidate_digest, serving_fingerprint
 from dtfx.components.names import SERVING_DIR_KEY, SERVING_FINGERPRINT_PARAMETER
 
 # The pusher's exec property that holds the run's id: a push is never taken from the cache.
@@ -42,10 +42,13 @@ class _AddedExecProperties(base_driver.BaseDriver, ir_base_driver.BaseDriver):
 
 
 class ServingFingerprintDriver(_AddedExecProperties):
-    """The baseline's driver: what the serving directory holds now, so that its cache key follows it."""
+    """The baseline's driver: which version of the serving directory is the candidate's baseline now, so that its
+    cache key follows it."""
 
     def added(self, execution_info) -> dict[str, str]:
-        return {SERVING_FINGERPRINT_PARAMETER: serving_fingerprint(execution_info.exec_properties[SERVING_DIR_KEY])}
+        [candidate] = execution_info.input_dict[CANDIDATE_KEY]
+        return {SERVING_FINGERPRINT_PARAMETER: serving_fingerprint(execution_info.exec_properties[SERVING_DIR_KEY],
+                                                                   candidate_digest(candidate.uri))}
 
 
 class EveryRunDriver(_AddedExecProperties):

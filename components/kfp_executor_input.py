@@ -236,9 +236,18 @@ def _value_index(argv: list[str], flag: str) -> int | None:
     return None
 
 
-def run_value_step(argv: list[str] | None, module: str, input_key: str, output_key: str,
-                   compute: Callable[[str], str]) -> int:
-    """A step that computes one string from one input parameter (the fingerprint steps dtfx compiles in).
+@dataclasses.dataclass(frozen=True)
+class StepInputs:
+    """A value step's inputs: its parameter values, and each input artifact at the launcher's local path."""
+
+    parameters: dict
+    artifact_paths: dict[str, str]
+
+
+def run_value_step(argv: list[str] | None, module: str, output_key: str, compute: Callable[[StepInputs], str],
+                   subject: str) -> int:
+    """A step that computes one string from its inputs (the fingerprint steps dtfx compiles in) and prints it as the
+    value of its parameter `subject` (data.path, the serving directory).
 
     The value goes back in the executor output file as an output parameter: KFP's launcher reads output parameters
     from there first (backend/src/v2/component/launcher_v2.go, collectOutputParameters, 2.0 to 2.17). A StepError
@@ -252,13 +261,16 @@ def run_value_step(argv: list[str] | None, module: str, input_key: str, output_k
     parser = argparse.ArgumentParser(prog=f"python -m {module}")
     parser.add_argument("--executor_input", required=True, help="the ExecutorInput JSON ({{$}})")
     executor_input = json.loads(parser.parse_args(argv).executor_input)
-    given = executor_input["inputs"]["parameterValues"][input_key]
+    root = os.environ.get(LOCAL_ROOT_ENV, "/")
+    artifacts = {key: local_path_for_uri(entries["artifacts"][0]["uri"], root)
+                 for key, entries in executor_input["inputs"].get("artifacts", {}).items() if entries.get("artifacts")}
+    inputs = StepInputs(executor_input["inputs"].get("parameterValues", {}), artifacts)
     try:
-        value = compute(given)
+        value = compute(inputs)
     except StepError as error:
         print(f"dtfx: {error}", file=sys.stderr)
         return 2
-    print(f"{output_key} of {given}: {value}")
+    print(f"{output_key} of {inputs.parameters.get(subject)}: {value}")
     output_file = executor_input["outputs"]["outputFile"]
     os.makedirs(os.path.dirname(output_file), exist_ok=True)
     with open(output_file, "w", encoding="utf-8") as handle:

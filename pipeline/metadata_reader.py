@@ -27,7 +27,7 @@ from dtfx.components.names import (
     stage_of,
 )
 from dtfx.components.trainer.stats import TrainStats
-from dtfx.pipeline.run_summary import Evaluation, PredictResult, PushResult, SliceMetrics, StageResult
+from dtfx.pipeline.run_summary import Evaluation, PredictResult, PushResult, SliceMetrics, StageResult, baseline_name
 
 _STATE = metadata_store_pb2.Execution.State
 STATUS = {_STATE.COMPLETE: "ran", _STATE.CACHED: "cached", _STATE.FAILED: "failed", _STATE.RUNNING: "failed"}
@@ -193,7 +193,7 @@ def _baseline(outputs) -> str | None:
     if model is None or not model.custom_properties[HAS_MODEL].int_value:
         return None
     properties = model.custom_properties
-    return f"version {properties[SOURCE_VERSION].string_value} ({properties[SOURCE_DIR].string_value})"
+    return baseline_name(properties[SOURCE_VERSION].string_value, properties[SOURCE_DIR].string_value)
 
 
 def _push(outputs) -> PushResult:

@@ -100,6 +100,11 @@ class Evaluation:
         return found
 
 
+def baseline_name(version: str, directory: str) -> str:
+    """How the console, summary.json and the report name a baseline: `version <N> (<its directory>)`."""
+    return f"version {version} ({directory})"
+
+
 @dataclasses.dataclass(frozen=True)
 class PushResult:
     pushed: bool  # the model is what serving holds now: pushed by this run, or its newest version already

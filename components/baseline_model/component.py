@@ -30,13 +30,13 @@ class BaselineModelSpec(ComponentSpec):
 
 
 class BaselineModel(base_component.BaseComponent):
-    """Outputs `model`: a copy of the newest complete version in `serving_dir`, or an empty artifact.
+    """Outputs `model`: a copy of the newest complete version in `serving_dir` that does not hold the candidate
+    (`candidate_model`, the Trainer's model), or an empty artifact (serving_fingerprint.baseline_version).
 
-    The serving directory is outside TFX's view, so the cache key takes what it holds when the run reaches this step
-    (serving_fingerprint: its driver here, a step of its own on Kubeflow): a cached baseline is the version serving
-    holds now, never the one an earlier run compared with. `candidate_model` (the Trainer's model) is not read: keyed
-    on it too, the step runs again for every new model, and a cached evaluation is always of this candidate against
-    this baseline.
+    The serving directory is outside TFX's view, so the cache key takes which version that is when the run reaches
+    this step (serving_fingerprint: the driver here, a step of its own on Kubeflow): a cached baseline is the version
+    serving holds now, never the one an earlier run compared with. Keyed on the candidate too, a cached evaluation is
+    always of this candidate against this baseline.
     """
 
     SPEC_CLASS = BaselineModelSpec

@@ -12,11 +12,10 @@ from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
 from dtfx.components import buckets
-from dtfx.components.baseline_model.serving_fingerprint import newest_complete_version
+from dtfx.components.baseline_model.serving_fingerprint import CANDIDATE_KEY, baseline_version, candidate_digest
 from dtfx.components.names import SERVING_DIR_KEY
 from dtfx.components.pusher.versions import SAVED_MODEL_FILE
 
-CANDIDATE_KEY = "candidate_model"
 MODEL_KEY = "model"
 # Custom properties of the output, for people and tools reading ML Metadata.
 HAS_MODEL = "has_model"
@@ -43,15 +42,17 @@ def _copy_version(source: str, target: str) -> None:
 
 
 class Executor(base_executor.BaseExecutor):
-    """Copies the newest pushed version into `model`; leaves `model` empty (`has_model` = 0) if there is none."""
+    """Copies the baseline version (serving_fingerprint.baseline_version) into `model`; leaves `model` empty
+    (`has_model` = 0) if there is none."""
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:
-        # candidate_model is not read, nor the serving fingerprint: both are there for the cache key (component.py).
+        # The serving fingerprint is not read: it is there for the cache key (component.py).
         serving_dir = exec_properties[SERVING_DIR_KEY]
         baseline = artifact_utils.get_single_instance(output_dict[MODEL_KEY])
-        found = newest_complete_version(serving_dir)
+        candidates = input_dict.get(CANDIDATE_KEY) or []
+        found = baseline_version(serving_dir, candidate_digest(candidates[0].uri) if candidates else None)
         if found is None:
-            logging.info("No pushed model in %s yet: the Evaluator runs without a baseline.", serving_dir)
+            logging.info("No pushed model in %s but the candidate: the Evaluator runs without a baseline.", serving_dir)
             baseline.set_int_custom_property(HAS_MODEL, 0)
             return
         version, source = found

@@ -252,12 +252,13 @@ class FingerprintStep:
     consumer: str  # the task it keys
     input_key: str  # the consumer's parameter it reads (and takes as its own)
     parameter: str  # its output parameter, which the consumer takes as an input of the same name
+    artifacts: tuple[str, ...] = ()  # the consumer's input artifacts it reads too (and takes as its own)
 
 
 DATA_FINGERPRINT = FingerprintStep(DATA_FINGERPRINT_ID, data_fingerprint.__name__, INGEST_STAGE,
                                    data_fingerprint.INPUT_BASE, DATA_FINGERPRINT_PARAMETER)
 SERVING_FINGERPRINT = FingerprintStep(SERVING_FINGERPRINT_ID, serving_fingerprint.__name__, BASELINE_ID,
-                                      SERVING_DIR_KEY, SERVING_FINGERPRINT_PARAMETER)
+                                      SERVING_DIR_KEY, SERVING_FINGERPRINT_PARAMETER, (serving_fingerprint.CANDIDATE_KEY,))
 
 
 def _add_fingerprint_step(spec: dict, fingerprint: FingerprintStep) -> None:
@@ -270,9 +271,10 @@ def _add_fingerprint_step(spec: dict, fingerprint: FingerprintStep) -> None:
     reads the serving directory (a cached baseline would hand a later run the version an earlier run compared with,
     and a cached evaluation would bless a model worse than the one serving holds). The fingerprint step reads the
     consumer's own parameter (data.path, or the run's value of it: `_fingerprint_follows_run_parameters`; the serving
-    directory), is never cached (no `cachingOptions`), and its output parameter reaches the consumer through
-    `taskOutputParameter` (resolved from the producer's ML Metadata execution by every 2.x driver): the consumer's
-    key, and through its new outputs' ids every later step's, changes exactly when what it reads does. The consumer
+    directory) and input artifacts (the candidate, which is never its own baseline), is never cached (no
+    `cachingOptions`), and its output parameter reaches the consumer through `taskOutputParameter` (resolved from the
+    producer's ML Metadata execution by every 2.x driver): the consumer's key, and through its new outputs' ids every
+    later step's, changes exactly when what it reads does. The consumer
     keeps TFX's `cachingOptions`. Its TFX entrypoint hands the extra parameter to the executor as an exec property,
     which it does not read; on a local run, the consumer's driver sets the same property (its ExampleGen driver,
     dtfx.components.drivers).
@@ -284,9 +286,13 @@ def _add_fingerprint_step(spec: dict, fingerprint: FingerprintStep) -> None:
     inputs = {fingerprint.input_key: consumer["inputs"]["parameters"][fingerprint.input_key]}
     string = {"parameterType": "STRING"}
     label = f"{fingerprint.step}_executor"
+    definitions = {"parameters": {name: dict(string) for name in inputs}}
+    if fingerprint.artifacts:
+        definitions["artifacts"] = {key: copy.deepcopy(component["inputDefinitions"]["artifacts"][key])
+                                    for key in fingerprint.artifacts}
     spec["components"][fingerprint.step] = {
         "executorLabel": label,
-        "inputDefinitions": {"parameters": {name: dict(string) for name in inputs}},
+        "inputDefinitions": definitions,
         "outputDefinitions": {"parameters": {fingerprint.parameter: dict(string)}},
     }
     spec["deploymentSpec"]["executors"][label] = {"container": {
@@ -299,6 +305,9 @@ def _add_fingerprint_step(spec: dict, fingerprint: FingerprintStep) -> None:
         "inputs": {"parameters": copy.deepcopy(inputs)},
         "taskInfo": {"name": fingerprint.step},
     }
+    if fingerprint.artifacts:
+        tasks[fingerprint.step]["inputs"]["artifacts"] = {
+            key: copy.deepcopy(consumer["inputs"]["artifacts"][key]) for key in fingerprint.artifacts}
     if consumer.get("dependentTasks"):
         # It waits for what its consumer waits for: the baseline's fingerprint is taken when training is over, as
         # close as can be to the baseline's cache lookup.
@@ -388,7 +397,8 @@ def _run_results_inputs(spec: dict) -> tuple[dict, dict]:
 def _share_platform(spec: dict, platform_spec: dict | None, fingerprint: FingerprintStep) -> None:
     """Gives a fingerprint step its consumer's volumes, secrets and placement: it reads the same files."""
     executors = (platform_spec or {}).get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
-    consumer_label = spec["components"][spec["root"]["dag"]["tasks"][fingerprint.consumer]["componentRef"]["name"]]["executorLabel"]
+    consumer = spec["root"]["dag"]["tasks"][fingerprint.consumer]
+    consumer_label = spec["components"][consumer["componentRef"]["name"]]["executorLabel"]
     if consumer_label in executors:
         executors[spec["components"][fingerprint.step]["executorLabel"]] = copy.deepcopy(executors[consumer_label])
 

@@ -66,7 +66,9 @@ def test_killed_at_every_stage_boundary_then_resumed_pushes_once_and_a_corrupted
     assert status["push"] == "ran" and len(versions(serving)) == 1
 
     again = run_dtfx("run", str(path))
-    assert again.returncode == 0 and {s.status for s in summary_of(again).stages} == {"cached"}
+    # The push runs in every run (it writes the serving directory); it finds its model served and copies nothing.
+    status = {stage.node: stage.status for stage in summary_of(again).stages}
+    assert again.returncode == 0 and status.pop("push") == "ran" and set(status.values()) == {"cached"}, status
     assert len(versions(serving)) == 1, "the same model was pushed twice"
 
     shard = next((tmp_path / "outputs" / "corpus" / "artifacts" / "ingest").rglob("Split-train/*.gz"))

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from dtfx.components import data_fingerprint
-from dtfx.components.names import RUN_RESULTS_ID
+from dtfx.components.names import PUSH_STAGE, RUN_RESULTS_ID, SERVING_FINGERPRINT_ID
 from dtfx.pipeline.kubeflow import run_form
 from dtfx.pipeline.kubeflow.rehearsal import cache, driver
 from dtfx.pipeline.kubeflow.rehearsal.object_store import local_s3_server
@@ -243,12 +243,14 @@ def test_a_new_learning_rate_reruns_train_only(small_rehearsals):
 
 # --- rehearsals in a row: the shipped config, shrunk, with `dtfx rehearse` -----------------
 
-# Never cached: the data fingerprint (it keys ingest) and the check of the run form's values (a run's values are
-# checked in that run).
-ALWAYS_RUN = {"data_fingerprint", run_form.CHECK_STEP}
-BEFORE_TRAIN = ALWAYS_RUN | {"ingest", "statistics", "schema", "reference_schema", "validation", "anomaly_gate",
-                             "transform"}
-FROM_TRAIN = {"train", "baseline", "evaluate", "push", RUN_RESULTS_ID}
+# Never cached: the data fingerprint (it keys ingest), the serving fingerprint (it keys the baseline), the push (it
+# writes the serving directory) and the check of the run form's values (a run's values are checked in that run).
+ALWAYS_RUN = {"data_fingerprint", run_form.CHECK_STEP, SERVING_FINGERPRINT_ID, PUSH_STAGE}
+BEFORE_TRAIN = {"data_fingerprint", run_form.CHECK_STEP, "ingest", "statistics", "schema", "reference_schema",
+                "validation", "anomaly_gate", "transform"}
+FROM_TRAIN = {"train", SERVING_FINGERPRINT_ID, "baseline", "evaluate", PUSH_STAGE, RUN_RESULTS_ID}
+# What the serving directory decides: the baseline, and the evaluation against it.
+AGAINST_SERVING = {"baseline", "evaluate", RUN_RESULTS_ID}
 
 
 @pytest.fixture(scope="module")
@@ -288,6 +290,10 @@ def penguins_rehearsals(tmp_path_factory) -> dict[str, tuple]:
     return results
 
 
+# What a rehearsal prints of its evaluation (pipeline/console.py print_evaluation): the metrics table to the blessing.
+EVALUATION = r"^evaluation \(eval split\).*?^evaluator: (?:blessed|NOT blessed)$"
+
+
 def by_state(report: dict) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for task in report["tasks"]:
@@ -296,18 +302,25 @@ def by_state(report: dict) -> dict[str, set[str]]:
 
 
 @pytest.mark.slow
-def test_rehearsing_again_reuses_every_step_and_pushes_nothing_new(penguins_rehearsals):
+def test_rehearsing_again_reuses_every_step_but_the_push_and_pushes_nothing_new(penguins_rehearsals):
     first, first_report, first_pushed = penguins_rehearsals["first"]
     again, report, pushed = penguins_rehearsals["again"]
     assert first.returncode == 0, first.stdout + first.stderr
     assert again.returncode == 0, again.stdout + again.stderr
     assert by_state(first_report) == {"run": BEFORE_TRAIN | FROM_TRAIN}
-    assert by_state(report) == {"run": ALWAYS_RUN, "cached": BEFORE_TRAIN - ALWAYS_RUN | FROM_TRAIN}
-    # The table shows it as the Kubeflow UI would, and the pusher, cached, pushed no new version.
+    # Serving holds the first rehearsal's model, the candidate itself, which is never its own baseline: the baseline
+    # and the evaluation are the first rehearsal's, and the push, which runs in every run, finds its model served.
+    assert by_state(report) == {"run": ALWAYS_RUN, "cached": (BEFORE_TRAIN | FROM_TRAIN) - ALWAYS_RUN}
     assert re.search(r"^ingest\s+cached\s+-$", again.stdout, re.MULTILINE), again.stdout
     assert re.search(r"^data_fingerprint\s+run\s+[\d.]+$", again.stdout, re.MULTILINE), again.stdout
     assert len(first_pushed) == 1 and pushed == first_pushed
-    assert re.search(r"^pushed: nothing new \(push is cached: .* in rehearsal\)$", again.stdout, re.MULTILINE), again.stdout
+    assert re.search(rf"^pushed: nothing new \(.*/{first_pushed[0]}, the newest version, already holds this model\)$",
+                     again.stdout, re.MULTILINE), again.stdout
+    # The evaluation, as `dtfx run` prints it, is the cached evaluate task's: read from the first rehearsal's artifacts.
+    first_evaluation = re.search(EVALUATION, first.stdout, re.MULTILINE | re.DOTALL)
+    assert first_evaluation and re.search(r"^│ accuracy ", first_evaluation.group(0), re.MULTILINE), first.stdout
+    assert re.search(EVALUATION, again.stdout, re.MULTILINE | re.DOTALL).group(0) == first_evaluation.group(0)
+    assert "Unable to register" not in first.stderr + again.stderr
 
 
 @pytest.mark.slow
@@ -325,3 +338,54 @@ def test_an_added_data_file_reruns_ingest_and_everything_after_it(penguins_rehea
     assert by_state(report) == {"run": BEFORE_TRAIN | FROM_TRAIN}
     (fingerprint,) = [task for task in report["tasks"] if task["name"] == "data_fingerprint"]
     assert "(2 files," in Path(fingerprint["log"]).read_text()
+
+
+@pytest.fixture(scope="module")
+def weak_strong_weak(tmp_path_factory) -> dict[str, tuple]:
+    """Issue 43, point 1, rehearsed: A (a weak model), B (a better one), then A's config again, with the one threshold
+    `accuracy: {max_regression: 0}`. Name -> (the command's result, its rehearsal.json, pushed versions)."""
+    from tests.conftest import default_config, set_key
+    from tests.kubeflow.test_rehearse import penguins_csv
+
+    tmp = tmp_path_factory.mktemp("weak_strong_weak")
+    data = penguins_csv(tmp / "data")
+    config = default_config()
+    for key, value in {"pipeline.output_root": str(tmp / "outputs"), "data.path": str(data),
+                       "data.sharding.num_shards": 1, "trainer.eval_steps": 2, "trainer.batch_size": 32,
+                       "trainer.distribution": {"strategy": "default"}, "pusher.serving": None,
+                       "evaluator.thresholds": {"accuracy": {"max_regression": 0.0}}}.items():
+        config = set_key(config, key, value)
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    serving = tmp / "outputs" / "penguins" / "serving"
+    weak = ("trainer.train_steps=1", "trainer.learning_rate=0.000001")
+    results = {}
+    for name, overrides in (("A", weak), ("B", ("trainer.train_steps=150", "trainer.learning_rate=0.05")),
+                            ("A_again", weak)):
+        workdir = tmp / name
+        sets = [word for override in overrides for word in ("--set", override)]
+        result = run_dtfx("rehearse", str(path), *sets, "--workdir", str(workdir), "--kfp-version", driver.NEWEST,
+                          timeout=900)
+        report = json.loads((workdir / "rehearsal.json").read_text()) if (workdir / "rehearsal.json").is_file() else {}
+        versions = sorted(path.name for path in serving.iterdir() if path.name.isdigit()) if serving.is_dir() else []
+        results[name] = (result, report, versions)
+    return results
+
+
+@pytest.mark.slow
+def test_a_rehearsed_cached_candidate_is_compared_with_what_serving_holds_now(weak_strong_weak):
+    """As on a cluster: A's train comes from the cache, but the serving_fingerprint step finds B served, so the
+    baseline and the evaluation run again, against B: A is not blessed and nothing is pushed."""
+    (first, _, after_a), (second, _, after_b) = weak_strong_weak["A"], weak_strong_weak["B"]
+    third, report, after_third = weak_strong_weak["A_again"]
+    for result in (first, second, third):
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert "  baseline: none (nothing pushed yet)" in first.stdout and len(after_a) == 1
+    assert f"  baseline: version {after_a[0]} " in second.stdout and len(after_b) == 2, second.stdout
+    states = {task["name"]: task["state"] for task in report["tasks"]}
+    assert states["train"] == "cached", states
+    assert {states[name] for name in AGAINST_SERVING | {SERVING_FINGERPRINT_ID, PUSH_STAGE}} == {"run"}, states
+    assert f"  baseline: version {after_b[1]} " in third.stdout, third.stdout
+    assert re.search(r"^evaluator: NOT blessed$", third.stdout, re.MULTILINE), third.stdout
+    assert re.search(r"^not pushed: the model was not blessed", third.stdout, re.MULTILINE), third.stdout
+    assert after_third == after_b

@@ -21,7 +21,7 @@ from dtfx.pipeline.config_base import INT32_MAX, INT64_MAX, UINT32_MAX
 from dtfx.pipeline.kubeflow.compiler import ENTRYPOINT, OPEN_SOURCE_EXECUTORS, open_source_problems
 from dtfx.pipeline.kubeflow.platform import PLATFORM_FIELDS, backend_reads, field_paths
 from dtfx.pipeline.kubeflow_config import KFP_BACKENDS, image_reference_problem
-from tests.conftest import ROOT, assert_matches_golden, default_config, set_key
+from tests.conftest import ROOT, assert_matches_golden, default_config, run_dtfx, set_key
 
 GOLDEN = ROOT / "tests" / "golden" / "kubeflow_penguins.yaml"
 # What a config needs on a cluster, beyond the shipped one: the image, a gs:// root, and paths in the pods.
@@ -109,6 +109,9 @@ def test_every_step_runs_dtfx_entrypoint_from_the_image(spec):
         if label == "data_fingerprint_executor":  # not a TFX step: its own module, fed the executor input
             assert container["command"] == ["python", "-m", "dtfx.components.data_fingerprint"], label
             continue
+        if label == "serving_fingerprint_executor":  # the same for the serving directory
+            assert container["command"] == ["python", "-m", "dtfx.components.baseline_model.serving_fingerprint"], label
+            continue
         if label == "run_results_executor":  # not a TFX step: what the run page shows, fed the executor input
             assert container["command"] == ["python", "-m", "dtfx.components.run_results.step"], label
             continue
@@ -160,9 +163,10 @@ def test_no_step_has_a_hook_only_vertex_runs(spec):
     assert all("lifecycle" not in executor["container"] for executor in spec["deploymentSpec"]["executors"].values())
 
 
-def test_every_step_but_the_data_fingerprint_is_cached_and_ingest_is_keyed_on_it(compiled, spec):
+def test_the_fingerprints_and_the_push_are_never_cached_and_ingest_and_the_baseline_are_keyed_on_them(compiled, spec):
     tasks = spec["root"]["dag"]["tasks"]
-    uncached = {"data_fingerprint", "check_parameters"}  # each run's data and values are looked at in that run
+    # Each run's data, values and serving directory are looked at in that run, and every run's push writes serving.
+    uncached = {"data_fingerprint", "check_parameters", "serving_fingerprint", "push"}
     assert all("cachingOptions" not in tasks[name] for name in uncached)
     assert all(task["cachingOptions"] == {"enableCache": True} for name, task in tasks.items() if name not in uncached)
     ingest = tasks["ingest"]
@@ -172,9 +176,20 @@ def test_every_step_but_the_data_fingerprint_is_cached_and_ingest_is_keyed_on_it
     # The fingerprint lists what ingest reads: the run's data.path, which ingest writes into its input_base.
     assert tasks["data_fingerprint"]["inputs"]["parameters"] == {"input_base": {"componentInputParameter": "data_path"}}
     assert ingest["inputs"]["parameters"]["data_path"] == {"componentInputParameter": "data_path"}
-    # It reads the data volume as ingest does.
+    # Issue 43, point 1: the baseline is keyed on which version serving holds, read once training is over, for the
+    # candidate that training made (never its own baseline).
+    baseline = tasks["baseline"]
+    assert baseline["inputs"]["parameters"]["serving_fingerprint"] == {
+        "taskOutputParameter": {"producerTask": "serving_fingerprint", "outputParameterKey": "serving_fingerprint"}}
+    assert baseline["dependentTasks"] == ["serving_fingerprint", "train"]
+    fingerprint = tasks["serving_fingerprint"]
+    assert fingerprint["dependentTasks"] == ["train"]
+    assert fingerprint["inputs"]["parameters"]["serving_dir"] == baseline["inputs"]["parameters"]["serving_dir"]
+    assert fingerprint["inputs"]["artifacts"] == {"candidate_model": baseline["inputs"]["artifacts"]["candidate_model"]}
+    # Each reads the volume its consumer reads.
     platform = list(yaml.safe_load_all(compiled[0].read_text()))[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     assert platform["data_fingerprint_executor"] == platform["ingest_executor"]
+    assert platform["serving_fingerprint_executor"] == platform["baseline_executor"]
 
 
 def test_compile_needs_neither_the_data_nor_the_pipeline_root(tmp_path, capsys):
@@ -313,6 +328,13 @@ def test_golden_spec_of_each_cluster_beam_profile(tmp_path, capsys, profile):
     actual = normalised(output.read_text(), tmp_path)
     golden = GOLDEN.parent / f"kubeflow_{profile.replace('-', '_')}.yaml"
     assert_matches_golden(golden, actual)
+
+
+def test_compile_prints_none_of_tensorflow_s_start_up_lines(tmp_path):
+    config = write(tmp_path / "config.yaml", cluster_config())
+    result = run_dtfx("compile", str(config), "-o", str(tmp_path / "pipeline.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert "Unable to register" not in result.stderr, result.stderr  # cuFFT, cuDNN, cuBLAS: on every machine
 
 
 def test_a_model_module_the_image_cannot_import_fails_the_compile(tmp_path, capsys, monkeypatch):

@@ -11,15 +11,31 @@ show: each task's state, where the logs and objects are, and what was pushed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import importlib.util
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from dtfx.components.names import PUSH_STAGE, PUSHED_MODEL_OUTPUT
+from dtfx.components.names import (
+    BASELINE_ID,
+    BLESSING_OUTPUT,
+    EVALUATE_STAGE,
+    EVALUATION_OUTPUT,
+    PUBLISHED_PROPERTY,
+    PUSH_STAGE,
+    PUSHED_MODEL_OUTPUT,
+)
 from dtfx.pipeline.errors import ConfigError, UserError
 from dtfx.pipeline.kubeflow.compiled_files import DEFAULT_OUTPUT, check_compiled_output
+
+if TYPE_CHECKING:
+    from dtfx.pipeline.config import Config
+    from dtfx.pipeline.kubeflow.rehearsal.cache import RehearsalMetadata
+    from dtfx.pipeline.kubeflow.rehearsal.report import RehearsalResult
+    from dtfx.pipeline.run_summary import Evaluation
 
 # The image name written into a rehearsal's spec when the config names none: a rehearsal runs
 # every step with this environment's Python, never from an image.
@@ -41,7 +57,6 @@ BUCKET_OUTPUTS = "outputs"  # in a rehearsal's workdir: copies of the pipeline's
 def rehearse_command(args) -> int:
     """`dtfx rehearse`: compiles, then runs the compiled file here as a cluster would, artifacts in a local S3 server."""
     from dtfx.pipeline import layout, run_lock
-    from dtfx.pipeline.kubeflow.checks import REHEARSAL, cluster_problems
     from dtfx.pipeline.kubeflow.image import environment_problems, image_environment
     from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
     from dtfx.pipeline.loader import load_config
@@ -51,16 +66,7 @@ def rehearse_command(args) -> int:
         spec_path = os.path.join(args.workdir, DEFAULT_OUTPUT)
         check_compiled_output(f"{spec_path} (the compiled pipeline in --workdir {args.workdir})", spec_path, args.config)
     uploads = _uploads(args.upload)
-    # Here the "cluster" is this machine: the data must exist here, and relative paths are taken from
-    # the current directory, as `dtfx run` takes them. Data in a bucket is checked once the rehearsal's store has it.
-    config = load_config(args.config, args.overrides, check_data=False)
-    data_in_bucket = _bucket_data(config.data.path, uploads, own_server=not args.s3_endpoint)
-    if not data_in_bucket:
-        config = load_config(args.config, args.overrides)
-    config = _with_root(config)
-    problems = cluster_problems(config, args.config, REHEARSAL)
-    if problems:
-        raise ConfigError(args.config, problems)
+    config, data_in_bucket = _checked_config(args, uploads)
     image = image_environment()
     different = environment_problems(args.python, image)
     if different:
@@ -95,18 +101,18 @@ def rehearse_command(args) -> int:
             print(f"uploaded: {local} to {uri} ({store.upload(local, uri)} files)")
         if data_in_bucket:  # read as the steps will read it: from the rehearsal's store
             with _environment(store_environment(store)):
-                config = _with_root(load_config(args.config, args.overrides))
+                config = _with_root(load_config(args.config, args.overrides, check_serving=False))
 
         # Kubeflow's cache outlives a run: so does the rehearsals' (the server a rehearsal starts keeps no objects).
         metadata = RehearsalMetadata(metadata_directory(layout.pipeline_dir(local_side), args.s3_endpoint),
                                      keep_objects=not args.s3_endpoint)
-        compile_pipeline(config, spec_path, config.kubeflow.image or REHEARSAL_IMAGE, root)
+        compiled = compile_pipeline(config, spec_path, config.kubeflow.image or REHEARSAL_IMAGE, root)
         print(f"compiled: {spec_path}")
         values = run_form.parse_params(args.param, run_form.declared(load_spec(spec_path))) if args.param else {}
         for uri in [root, *_bucket_outputs(config)]:  # the cluster's buckets exist; the server a rehearsal starts is empty
             store.ensure_bucket(uri)
         print(f"artifacts: {root} in the S3 API at {store.endpoint}")
-        print(f"{'task':<18}{'state':<11}{'seconds':>8}", flush=True)
+        print(f"{'task':<17} {'state':<11}{'seconds':>8}", flush=True)
         try:
             result = rehearse(spec_path, workdir, store, root, kfp_version, on_task=_print_task, python=args.python,
                               metadata=metadata, image=image, parameters=values)
@@ -115,7 +121,30 @@ def rehearse_command(args) -> int:
         # This run's own objects: a cached task's are where the run that made them put them.
         store.mirror(f"{root.rstrip('/')}/{config.pipeline.name}/{result.run_id}", os.path.join(workdir, "store"))
         _keep_bucket_outputs(config, store, metadata, os.path.join(workdir, BUCKET_OUTPUTS))
-    return _print_outcome(result, metadata, workdir, os.path.join(workdir, REPORT_FILE), time.monotonic() - started)
+        evaluation = _evaluation(result, store)
+    outcome = _Outcome(result, metadata, workdir, os.path.join(workdir, REPORT_FILE), time.monotonic() - started,
+                       evaluation, _run_config(config, compiled.parameters, values))
+    return _print_outcome(outcome)
+
+
+def _checked_config(args, uploads: list[tuple[str, str]]):
+    """The config to rehearse, with its pipeline root, checked as the rehearsal needs it before anything runs; and
+    whether its data is in a bucket (read from the rehearsal's store once it is there). UserError where it cannot be."""
+    from dtfx.pipeline.kubeflow.checks import REHEARSAL, cluster_problems
+    from dtfx.pipeline.loader import load_config
+
+    # Here the "cluster" is this machine: the data must exist here, and relative paths are taken from
+    # the current directory, as `dtfx run` takes them. Data in a bucket is checked once the rehearsal's store has it.
+    config = load_config(args.config, args.overrides, check_data=False)
+    data_in_bucket = _bucket_data(config.data.path, uploads, own_server=not args.s3_endpoint)
+    # Not the serving directory's bucket: the rehearsal creates it in its own store first (_bucket_outputs).
+    if not data_in_bucket:
+        config = load_config(args.config, args.overrides, check_serving=False)
+    config = _with_root(config)
+    problems = cluster_problems(config, args.config, REHEARSAL)
+    if problems:
+        raise ConfigError(args.config, problems)
+    return config, data_in_bucket
 
 
 def _with_root(config):
@@ -170,26 +199,93 @@ def _rehearsal_store(s3_endpoint: str | None):
     return contextlib.nullcontext(ObjectStore(s3_endpoint, credentials))
 
 
-def _print_outcome(result, metadata, workdir: str, report: str, seconds: float) -> int:
-    """Prints what the rehearsal did after its task table (where to look, what it pushed); returns the exit code."""
+@dataclasses.dataclass(frozen=True)
+class _Outcome:
+    """What a rehearsal did, as _print_outcome tells it: `evaluation` is the evaluate task's (None without one), and
+    `config` the config with the run's parameter values, as the steps got it."""
+
+    result: RehearsalResult
+    metadata: RehearsalMetadata
+    workdir: str
+    report: str
+    seconds: float
+    evaluation: Evaluation | None
+    config: Config
+
+
+def _print_outcome(outcome: _Outcome) -> int:
+    """Prints what the rehearsal did after its task table (where to look, its evaluation as `dtfx run` prints it, what
+    it pushed); returns the exit code, or raises UserError when a step ended on the user's mistake."""
+    from dtfx.pipeline import console
+
+    result, workdir = outcome.result, outcome.workdir
     for task in result.tasks:
         if task.state == "skipped":
             _print_task(task)
     for stand_in in result.stand_ins:
         print(f"stand-in: {stand_in}")
-    print(_cache_line(result, metadata))
+    print(_cache_line(result, outcome.metadata))
     print(f"logs: {workdir}/logs")
     print(f"the objects this run wrote, copied from the store: {workdir}/store")
     if os.path.isdir(os.path.join(workdir, BUCKET_OUTPUTS)):
         print(f"the serving directory and reference schema in buckets, copied from the store: {workdir}/{BUCKET_OUTPUTS}")
-    print(f"task states: {report}")
+    print(f"task states: {outcome.report}")
+    if outcome.evaluation:
+        console.print_evaluation(outcome.evaluation, outcome.config.model_dump(by_alias=True, mode="json")["evaluator"])
     if not result.success:
+        print(f"rehearsal: {workdir} (failed, {outcome.seconds:.0f} s)", flush=True)
+        failed = next(task for task in result.tasks if task.state == "failed") if result.user_error else None
+        if failed:  # as the cluster's run, it failed; as a command, it ends on what the user can fix
+            raise UserError(f"task {failed.name}: {result.user_error}\nlog: {failed.log_path}")
         print(f"error: {result.message}", file=sys.stderr)
-        print(f"rehearsal: {workdir} (failed, {seconds:.0f} s)")
         return EXIT_TASK_FAILED
-    print(_pushed_line(result))
-    print(f"rehearsal: {workdir} (succeeded, {seconds:.0f} s)")
+    print(console.push_line(_push_result(result, outcome.evaluation)))
+    print(f"rehearsal: {workdir} (succeeded, {outcome.seconds:.0f} s)")
     return 0
+
+
+def _run_config(config, parameters: dict, values: dict):
+    """`config` with the run's parameter `values` (by name) at the keys of the compiled run `parameters`: the config
+    the steps of this run were given (what the run's check step checked)."""
+    from dtfx.pipeline.kubeflow.run_form import with_value
+
+    for name, value in values.items():
+        config = with_value(config, parameters[name].key.split("."), value)
+    return config
+
+
+def _evaluation(result, store):
+    """The evaluate task's evaluation (read from the store) and blessing, as `dtfx run` reads a run's; None when the
+    rehearsal did not get that far."""
+    import tempfile
+
+    from dtfx.pipeline.metadata_reader import read_evaluation
+    from dtfx.pipeline.report.evaluation import quietly  # TFMA's deprecation warnings: `dtfx run` sends them to its log
+
+    evaluate = next((task for task in result.tasks if task.name == EVALUATE_STAGE and task.outputs), None)
+    if evaluate is None:
+        return None
+    evaluation, blessing = evaluate.outputs.get(EVALUATION_OUTPUT), evaluate.outputs.get(BLESSING_OUTPUT)
+    blessed = bool(blessing and blessing.metadata.get("blessed"))
+    if evaluation is None:
+        read = read_evaluation(None, blessed)
+    else:
+        with tempfile.TemporaryDirectory(prefix="dtfx-rehearsal-evaluation-") as local, quietly():
+            store.download(evaluation.uri, local)
+            read = read_evaluation(local, blessed)
+    return dataclasses.replace(read, baseline=_baseline(result))
+
+
+def _baseline(result) -> str | None:
+    """The version the baseline task copied, as `dtfx run` names it; None when nothing had been pushed."""
+    from dtfx.components.baseline_model.executor import HAS_MODEL, MODEL_KEY, SOURCE_DIR, SOURCE_VERSION
+    from dtfx.pipeline.run_summary import baseline_name
+
+    task = next((task for task in result.tasks if task.name == BASELINE_ID and task.outputs), None)
+    model = task.outputs.get(MODEL_KEY) if task else None
+    if model is None or not model.metadata.get(HAS_MODEL):
+        return None
+    return baseline_name(model.metadata.get(SOURCE_VERSION), model.metadata.get(SOURCE_DIR))
 
 
 def _uploads(words: list[str]) -> list[tuple[str, str]]:
@@ -254,7 +350,7 @@ def _check_rehearsal_modules(own_server: bool) -> None:
 def _print_task(task) -> None:
     """One row of the task table: name, state (run, cached, failed, skipped) and seconds (none for a task no pod ran)."""
     seconds = f"{task.seconds:8.1f}" if task.state in ("run", "failed") else f"{'-':>8}"
-    print(f"{task.name:<18}{task.state:<11}{seconds}", flush=True)
+    print(f"{task.name:<17} {task.state:<11}{seconds}", flush=True)  # a space after the longest name too
 
 
 def _cache_line(result, metadata) -> str:
@@ -267,16 +363,20 @@ def _cache_line(result, metadata) -> str:
     return f"run {result.run_id}: {tasks}; cache: {metadata.directory}"
 
 
-def _pushed_line(result) -> str:
-    """Where the push step put the model, from the metadata it reported, or why it pushed nothing."""
+def _push_result(result, evaluation):
+    """What the push step did, from the metadata it reported, and why it pushed nothing, as `dtfx run` says it."""
+    from dtfx.pipeline.run_summary import PushResult, reason_after_evaluation
+
     push = next((task for task in result.tasks if task.name == PUSH_STAGE), None)
     if push is None:
-        return "pushed: nothing (the pipeline has no push step)"
+        return PushResult(pushed=False, reason="the pipeline has no push step")
     artifact = push.outputs.get(PUSHED_MODEL_OUTPUT)
     metadata = artifact.metadata if artifact else {}
     if push.state == "cached":  # no pod ran: as on a cluster, the model is not pushed again
         earlier = f"pushed to {metadata.get('pushed_destination')}" if metadata.get("pushed") else "not pushed"
-        return f"pushed: nothing new (push is cached: the same model, blessed the same, was {earlier} in {push.cached_from})"
+        return PushResult(pushed=False, reason=f"push is cached (the same model, blessed the same, was {earlier} in "
+                                               f"{push.cached_from})")
     if metadata.get("pushed"):
-        return f"pushed: {metadata.get('pushed_destination')}"
-    return "pushed: nothing (the evaluator did not bless the model)"
+        return PushResult(pushed=True, directory=metadata.get("pushed_destination"),
+                          new_version=bool(metadata.get(PUBLISHED_PROPERTY, 1)))
+    return PushResult(pushed=False, reason=reason_after_evaluation(evaluation))
