@@ -352,7 +352,7 @@ def weak_strong_weak(tmp_path_factory) -> dict[str, tuple]:
     config = default_config()
     for key, value in {"pipeline.output_root": str(tmp / "outputs"), "data.path": str(data),
                        "data.sharding.num_shards": 1, "trainer.eval_steps": 2, "trainer.batch_size": 32,
-                       "trainer.distribution": {"strategy": "default"}, "pusher.serving": None,
+                       "trainer.distribution": {"strategy": "default"},
                        "evaluator.thresholds": {"accuracy": {"max_regression": 0.0}}}.items():
         config = set_key(config, key, value)
     path = tmp / "config.yaml"
