@@ -20,7 +20,7 @@ import sys
 
 from dtfx.components import garbage_collection, kfp_executor_input, run_parameters
 from dtfx.components.compat import skip_tfx_sdist
-from dtfx.components.errors import StepError
+from dtfx.components.errors import StepError, report_user_error
 
 TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 
@@ -35,8 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         argv = run_parameters.apply(sys.argv[1:] if argv is None else argv)
     except ValueError as error:
-        print(f"dtfx: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(report_user_error(str(error))) from None
     prepared = kfp_executor_input.prepare(argv)
     skip_tfx_sdist()
     garbage_collection.collect_less_often()
@@ -47,8 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         if ended.code not in (None, 0):
             raise
     except StepError as error:  # what the user can fix (the data, a bucket, a setting): said plainly, as dtfx run says it
-        print(f"dtfx: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(report_user_error(str(error))) from None
     kfp_executor_input.finish(prepared)
 
 

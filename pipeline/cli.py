@@ -22,13 +22,13 @@ from dtfx.pipeline.kubeflow.commands import add_commands
 from dtfx.pipeline.report.command import add_command as add_report_command
 from dtfx.pipeline.samples.command import add_command as add_sample_data_command
 from dtfx.pipeline.starter.command import add_command as add_init_command
+from dtfx.pipeline.tensorflow_logs import tensorflow_log_level
 
 EXIT_USER_ERROR = 2
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `dtfx` console script."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # google-api-core warns at import, on every command, that Google's clients will leave this Python in a future
     # release: nothing a dtfx user can act on, and it hid dtfx's own lines on stderr.
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\._python_version_support")
@@ -37,15 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
     parser = _parser()
-    args = parser.parse_args(argv)
-    try:
-        return args.handler(args)
-    except UserError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        print("interrupted; run the same command again to resume (finished stages come from cache)", file=sys.stderr)
-        return 130
+    args = parser.parse_args(argv)  # loads no TensorFlow, whose log level must be set before it loads
+    with tensorflow_log_level(to_log_file=getattr(args, "library_log", False)):
+        try:
+            return args.handler(args)
+        except UserError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        except KeyboardInterrupt:
+            print("interrupted; run the same command again to resume (finished stages come from cache)", file=sys.stderr)
+            return 130
 
 
 def console_main() -> None:
@@ -75,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--verbose", action="store_true", help="show library logs on the console instead of the log file")
     run.add_argument("--watch", action="store_true",
                      help="stay running: run again, in this process, whenever the config (or your model module) changes")
-    run.set_defaults(handler=_run)
+    run.set_defaults(handler=_run, library_log=True)  # the libraries write to the run's log (local_runner._logs_to)
 
     add_commands(verbs)  # compile, submit, upload, rehearse
     add_predict_command(verbs)  # predict CONFIG --data PATH --output FILE

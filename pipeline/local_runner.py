@@ -21,7 +21,7 @@ from dtfx.pipeline import artifact_check, file_checks, layout, run_lock
 from dtfx.pipeline.beam_pipeline_args import masked, runner_name
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
-from dtfx.pipeline.run_summary import BeamRun, Evaluation, PushResult, RunError, RunSummary
+from dtfx.pipeline.run_summary import BeamRun, Evaluation, PushResult, RunError, RunSummary, reason_after_evaluation
 
 if TYPE_CHECKING:
     from ml_metadata.proto.metadata_store_pb2 import ConnectionConfig
@@ -245,10 +245,7 @@ def _why_not_pushed(config: Config, until: str | None, error: RunError | None, e
         return f"--until {until} stopped the run before the push stage"
     if error:
         return "a stage failed before the push"
-    if evaluator is None or not evaluator.blessed:
-        failed = "; ".join(evaluator.failed_thresholds if evaluator else []) or "thresholds not met"
-        return f"the model was not blessed ({failed})"
-    return "the pusher did not push"
+    return reason_after_evaluation(evaluator)
 
 
 @contextlib.contextmanager

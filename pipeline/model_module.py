@@ -106,19 +106,28 @@ def _bound_names(statement: ast.stmt) -> list[str]:
     return [target.id for target in targets if isinstance(target, ast.Name)]
 
 
-def image_problem(dotted: str) -> str | None:
+def image_problem(dotted: str, rehearsal_path: str | None = None) -> str | None:
     """Why the pipeline image could not import the module of `dotted`, or None when it can or may.
 
     The image `make image` builds holds TFX's packages and dtfx; a module that this machine
     finds in the directory dtfx runs in (or on PYTHONPATH), rather than in an installed
-    distribution, cannot be in it.
+    distribution, cannot be in it. A rehearsal's steps, which run in the image's environment here, also have the
+    directory `rehearsal_path` on PYTHONPATH, standing in for an image of the user's that installs the module: one
+    found there they import, one found only elsewhere (this shell's PYTHONPATH) they cannot.
     """
     module = dotted.rpartition(".")[0]
     top = module.partition(".")[0]
     if top == "dtfx" or top in importlib.metadata.packages_distributions():
         return None  # dtfx's own, or an installed distribution: install the same one in the image
+    if rehearsal_path and importlib.machinery.PathFinder.find_spec(top, [rehearsal_path]) is not None:
+        return None
     spec = _find_spec(top)
     where = f" ({spec.origin or next(iter(spec.submodule_search_locations or []), '')})" if spec else ""
+    if rehearsal_path:
+        return (f"{module!r} is not installed here but found in a directory{where} that a rehearsal's steps do not "
+                f"import from: they run with the pipeline image's environment, where only {rehearsal_path}, the "
+                "directory you run dtfx rehearse in, stands for an image that installs your module (this shell's "
+                "PYTHONPATH does not reach them); put the module there, or pip-install it here")
     return (f"{module!r} is not installed here but found in a directory{where}, which the pipeline image does not contain: "
             "make it an installable package and build an image FROM kubeflow.image that pip-installs it, then set "
             "kubeflow.image to that image")

@@ -1,9 +1,9 @@
 """The bad-input corpus (tests/bad_inputs/cases*.yaml) through the CLI, as a user meets it.
 
 Every case gets a scratch copy of tests/bad_inputs/, its config, and one dtfx command run
-there with a temporary directory (TMPDIR) of its own; the exit code and a line of the message
-must be the expected ones, no traceback may be printed, nothing may be pushed, nothing
-half-written may be left in the outputs and nothing at all in the temporary directory.
+there with a temporary directory (TMPDIR) of its own (and the case's `env`); the exit code and a line of the message
+must be the expected ones, no traceback and none of TensorFlow's start-up lines may be printed, nothing may be pushed,
+nothing half-written may be left in the outputs and nothing at all in the temporary directory.
 """
 
 from __future__ import annotations
@@ -119,6 +119,13 @@ def _nested_parquet(directory: Path) -> None:
         pq.write_table(table.append_column(column, values), directory / "data" / f"{name}.parquet")
 
 
+def _module_on_pythonpath(directory: Path) -> None:
+    """elsewhere/elsewhere_models.py: a model module this machine finds only through PYTHONPATH (the case's `env`)."""
+    (directory / "elsewhere").mkdir()
+    (directory / "elsewhere" / "elsewhere_models.py").write_text(
+        "def build(numeric, categorical, num_outputs):\n    raise NotImplementedError\n")
+
+
 def _classifier_model(directory: Path) -> None:
     """`model/`: a SavedModel that dtfx predict runs, reading base.yaml's features x, n and colour."""
     from tests.components.test_batch_predict import save_classifier
@@ -128,7 +135,7 @@ def _classifier_model(directory: Path) -> None:
 
 MAKERS = {maker.__name__.lstrip("_"): maker for maker in (
     _billion_laughs, _big_config, _long_csvs, _tfrecord_with_inf, _model_module, _latin1_config, _file_in_the_way,
-    _model_inputs_only, _link_to_data, _tfrecord_one_class, _nested_parquet, _classifier_model)}
+    _model_inputs_only, _link_to_data, _tfrecord_one_class, _nested_parquet, _classifier_model, _module_on_pythonpath)}
 
 
 def _param(case: dict):
@@ -141,7 +148,7 @@ def test_every_case_names_its_point_and_an_expected_outcome():
     assert len(names) == len(set(names))
     for case in CASES:
         assert {"name", "point", "exit", "message"} <= set(case), case
-        assert set(case) <= {"name", "point", "command", "set", "config", "make", "args", "exit", "message"}, case
+        assert set(case) <= {"name", "point", "command", "set", "config", "make", "args", "env", "exit", "message"}, case
         assert case.get("make") is None or case["make"] in MAKERS, case
 
 
@@ -163,12 +170,14 @@ def test_bad_input(case, tmp_path):
         args = [command, "config.yaml", *case.get("args", [])]
     temporary = tmp_path / "tmp"
     temporary.mkdir()
-    result = run_dtfx(*args, cwd=directory, TMPDIR=str(temporary))
+    env = {name: value.format(dir=directory) for name, value in (case.get("env") or {}).items()}
+    result = run_dtfx(*args, cwd=directory, TMPDIR=str(temporary), **env)
 
     output = result.stdout + result.stderr
     assert result.returncode == case["exit"], output
     assert case["message"].format(dir=directory) in output, output
     assert "Traceback" not in output
+    assert "Unable to register" not in result.stderr, "TensorFlow's start-up lines on the terminal"
     outputs = directory / "outputs"
     serving = outputs / "corpus" / "serving"
     assert not serving.exists() or not [p for p in serving.iterdir() if p.name.isdigit()], "a model was pushed"

@@ -32,7 +32,8 @@ def cluster_problems(config: Config, source: str, where: str = COMPILE) -> list[
     """What keeps `config` (loaded without resolving its paths) from running on Kubeflow, checked `where`.
 
     COMPILE: the image and the pipeline root must be set, and what the image must hold is checked.
-    REHEARSAL: on this machine, which needs neither but runs Beam in its steps. RUN: in the run's
+    REHEARSAL: on this machine, which needs neither but runs Beam in its steps, and whose steps import the model
+    module as the image's environment would, with only the current directory added. RUN: in the run's
     first step on the cluster, the compiled config with the run's values (run_form.check): what a
     value may break. Lines are looked up in the YAML file `source`.
     """
@@ -76,8 +77,8 @@ def cluster_problems(config: Config, source: str, where: str = COMPILE) -> list[
         problem(path, message)
 
     module = getattr(config.trainer.model, "module", None)
-    if require_cluster and module:
-        module_problem = model_module.image_problem(module)
+    if module and where != RUN:  # in a run, the image is the one the compile checked the module against
+        module_problem = model_module.image_problem(module, _rehearsal_module_directory() if where == REHEARSAL else None)
         if module_problem:
             problem("trainer.model.module", module_problem)
     data_problem = _pod_path_problem(config.data.path, urls=buckets.SCHEMES)
@@ -103,6 +104,14 @@ def cluster_problems(config: Config, source: str, where: str = COMPILE) -> list[
                                 f"or in a bucket ({', '.join(buckets.SCHEMES)}), which all runs share: {shared.why}; a "
                                 "relative path means nothing in a pod")
     return problems
+
+
+def _rehearsal_module_directory() -> str:
+    """Where a rehearsed step finds the user's own modules (imported here only for a rehearsal: compile needs none of
+    the rehearsal's code)."""
+    from dtfx.pipeline.kubeflow.rehearsal.environment import module_directory
+
+    return module_directory()
 
 
 def _minio_without_endpoint(config: Config) -> list[str]:

@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel
 
 from dtfx.components import run_parameters as step_side
+from dtfx.components.errors import report_user_error
 from dtfx.components.run_parameters import RUN_PARAMETERS_FLAG, TYPE_WORDS, parameter_type
 from dtfx.pipeline.errors import ConfigError, UserError
 from dtfx.pipeline.kubeflow_config import DEFAULT_RUN_PARAMETERS
@@ -389,9 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     keys = json.loads(args.keys)
     problems = check(args.config, keys, values)
     if problems:
-        print("dtfx: the run parameters of this run break the config's rules; no step ran:\n  " + "\n  ".join(problems),
-              file=sys.stderr)
-        return 2
+        return report_user_error("the run parameters of this run break the config's rules; no step ran:\n  " +
+                                 "\n  ".join(problems))
     print("run parameters: " + ", ".join(f"{name}={json.dumps(values.get(name))}" for name in keys if name in values))
     return 0
 

@@ -7,6 +7,7 @@ import sys
 
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.report.command import add_command
+from dtfx.pipeline.tensorflow_logs import tensorflow_log_level
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,11 +15,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dtfx.pipeline.report")
     add_command(parser.add_subparsers(dest="verb", required=True))
     args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return args.handler(args)
-    except UserError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    with tensorflow_log_level(to_log_file=False):
+        try:
+            return args.handler(args)
+        except UserError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":

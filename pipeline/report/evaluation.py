@@ -43,25 +43,19 @@ class SliceMetrics:
 
 @contextlib.contextmanager
 def quietly() -> Iterator[None]:
-    """Silences what importing TFMA prints: TensorFlow's start-up errors about CUDA plugins, deprecation warnings.
+    """Silences what importing TFMA prints in Python: deprecation warnings, TensorFlow's own logger below errors.
 
-    TF_CPP_MIN_LOG_LEVEL is read when TensorFlow loads, so it matters only for the first import;
-    it is restored afterwards, for the rest of the process.
+    TensorFlow's C++ start-up lines are the command's to keep quiet, before TensorFlow loads (dtfx.pipeline.tensorflow_logs).
     """
     tf_logger = logging.getLogger("tensorflow")
-    level, cpp_level = tf_logger.level, os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+    level = tf_logger.level
     tf_logger.setLevel(logging.ERROR)
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
     finally:
         tf_logger.setLevel(level)
-        if cpp_level is None:
-            os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
-        else:
-            os.environ["TF_CPP_MIN_LOG_LEVEL"] = cpp_level
 
 
 def slice_name(slice_key) -> str:

@@ -10,6 +10,7 @@ import csv
 import importlib.resources
 import json
 import re
+import types
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,12 @@ SPECIES = {"Adelie", "Chinstrap", "Gentoo"}
 def fake_rehearsal(monkeypatch, result: RehearsalResult) -> list[tuple]:
     """Replaces compiling and rehearsing; returns the list their calls are recorded in."""
     calls = []
-    monkeypatch.setattr(compiler, "compile_pipeline", lambda *args: calls.append(("compile", *args)))
+
+    def compile_pipeline(*args):
+        calls.append(("compile", *args))
+        return types.SimpleNamespace(parameters={})  # a CompiledPipeline without run parameters
+
+    monkeypatch.setattr(compiler, "compile_pipeline", compile_pipeline)
 
     def rehearse(path, workdir, store, root, version, on_task=None, python=None, metadata=None, image=None, parameters=None):
         calls.append(("rehearse", path, workdir, root, version))
@@ -95,6 +101,29 @@ def test_success_prints_the_pushed_model(write_config, tmp_path, monkeypatch, ca
     out = capsys.readouterr().out
     assert code == 0
     assert "pushed: /serving/17" in out and "(succeeded," in out
+
+
+def test_a_model_module_the_steps_cannot_import_is_refused_before_anything_runs(write_config, tmp_path, monkeypatch,
+                                                                                capsys):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "my_models.py").write_text("def build(numeric, categorical, num_outputs): ...\n")
+    monkeypatch.syspath_prepend(str(elsewhere))  # as this shell's PYTHONPATH puts it on the path
+    config = str(write_config(trainer__model={"module": "my_models.build"}))
+    calls = fake_rehearsal(monkeypatch, RehearsalResult(True, [], "minio://b/p"))
+    monkeypatch.chdir(tmp_path)
+
+    code = main(["rehearse", config, "--workdir", str(tmp_path / "work")])
+
+    err = capsys.readouterr().err
+    assert code == 2 and calls == [], "refused before compiling, as compile refuses it"
+    assert re.search(r"trainer.model.module \(line \d+\): 'my_models' is not installed here but found in a directory "
+                     rf"\({re.escape(str(elsewhere / 'my_models.py'))}\) that a rehearsal's steps do not import from: .*"
+                     rf"only {re.escape(str(tmp_path))}, the directory you run dtfx rehearse in", err), err
+    # Rehearsed in the directory that holds it, the steps import it: that directory is on their PYTHONPATH.
+    monkeypatch.chdir(elsewhere)
+    assert main(["rehearse", config, "--workdir", str(tmp_path / "work")]) == 0, capsys.readouterr().err
+    assert [call[0] for call in calls] == ["compile", "rehearse"]
 
 
 def test_rehearse_needs_the_data_here(write_config, capsys):
@@ -177,6 +206,11 @@ def test_rehearsal_of_the_shipped_config_pushes_a_servable_model(write_config, t
     assert "'train_args': '{\"num_steps\": 40}'" in (logs / "train.log").read_text()
     pushed = re.search(r"^pushed: (/.+)$", result.stdout, re.MULTILINE).group(1)
     assert Path(pushed).parent == tmp_path / "outputs" / "penguins" / "serving"
+    # The evaluation as `dtfx run` prints it (pipeline/console.py), from the evaluate task's artifacts, before the push.
+    accuracy = re.search(r"^│ accuracy\s+│ ([\d.]+)[^│]*│ ≥ 0\.7\s+│$", result.stdout, re.MULTILINE)
+    assert accuracy and float(accuracy.group(1)) >= 0.7, result.stdout
+    assert re.search(r"^evaluator: blessed$(\n.*)*\npushed: /", result.stdout, re.MULTILINE), result.stdout
+    assert "Unable to register" not in result.stderr, result.stderr
     assert (Path(pushed) / "saved_model.pb").is_file()
     with open(data) as handle:
         rows = list(csv.DictReader(handle))[:40]

@@ -53,6 +53,12 @@ def step_environment(container: dict, kubernetes_config: dict, store: ObjectStor
     return values, stand_ins
 
 
+def module_directory() -> str:
+    """The one directory a rehearsed step has on PYTHONPATH, for the user's own model module (which, on a cluster, an
+    image of the user's would install): the one dtfx rehearse runs in."""
+    return os.getcwd()
+
+
 def process_environment(pod: Path, container: dict, kubernetes_config: dict, store: ObjectStore, image: ImageEnvironment,
                         python: str, log) -> tuple[dict[str, str], list[str]]:
     """The image's environment, then the driver's (step_environment), with what a process needs here; this
@@ -71,7 +77,7 @@ def process_environment(pod: Path, container: dict, kubernetes_config: dict, sto
     print(f"driver: environment {shown}", file=log, flush=True)
     for stand_in in stand_ins:
         print(f"driver: stand-in: {stand_in}", file=log, flush=True)
-    env["PYTHONPATH"] = os.getcwd()
+    env["PYTHONPATH"] = module_directory()
     env[LOCAL_ROOT_ENV] = str(pod)
     # No Kubernetes here: a train step compiled to create a training job starts its processes on this machine.
     env[LOCAL_PROCESSES_ENV] = "local"

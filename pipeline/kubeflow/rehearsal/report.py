@@ -48,6 +48,9 @@ class RehearsalResult:
     run_id: str = cache.FIRST_RUN
     page_outputs: list[run_page.ShownOutput] = dataclasses.field(default_factory=list)  # what the UI would display
     stand_ins: list[str] = dataclasses.field(default_factory=list)  # the cluster's settings the rehearsal replaced
+    # The user's mistake the failed step ended on, in its words (components/errors.py report_user_error): the
+    # rehearsal then ends as dtfx ends on a user error; empty when the run succeeded or a step broke otherwise.
+    user_error: str = ""
 
 
 def check_run_page(outputs: dict[str, dict[str, driver.Artifact]], failure: str,

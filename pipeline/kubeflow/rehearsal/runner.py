@@ -13,7 +13,8 @@ runs each in a fresh pod, and does around it what KFP does around a pod:
 
 Each step runs in a directory of its own that stands for the pod's filesystem, with the pod's
 environment as far as this machine can give it (dtfx.pipeline.kubeflow.rehearsal.environment).
-The first failing step stops the run; the message names it, its log and the log's last lines.
+The first failing step stops the run; the message names it, its log and the log's last lines. A step that ends on
+the user's mistake (components/errors.py report_user_error) is told from one that broke: RehearsalResult.user_error.
 
 Tasks are cached as Kubeflow caches them (dtfx.pipeline.kubeflow.rehearsal.cache): a task whose cache key
 matches an earlier successful execution is `cached`, its outputs that execution's artifacts; the
@@ -35,6 +36,7 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
+from dtfx.components.errors import USER_ERROR_EXIT, user_error_in_log
 from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS, local_path_for_uri, type_title
 from dtfx.pipeline.kubeflow.image import ImageEnvironment, image_environment
 from dtfx.pipeline.kubeflow.rehearsal import cache, driver
@@ -42,6 +44,7 @@ from dtfx.pipeline.kubeflow.rehearsal.environment import process_environment
 from dtfx.pipeline.kubeflow.rehearsal.object_store import LauncherError, ObjectStore, is_store_uri
 from dtfx.pipeline.kubeflow.rehearsal.report import REPORT_FILE, RehearsalResult, TaskRun, check_run_page, write_report
 from dtfx.pipeline.kubeflow.rehearsal.spec import check_rehearsable, load_spec, platform_executors, topological_order
+from dtfx.pipeline.tensorflow_logs import without_noise
 
 PYTHON_COMMANDS = {"python", "python3"}
 TAIL_LINES = 30
@@ -100,7 +103,7 @@ def rehearse(
     skipped = [TaskRun(name, "skipped") for name in order if name not in ran]
     shown, failure = check_run_page(run.outputs, run.failure, store)
     result = RehearsalResult(not failure, run.tasks + skipped, pipeline_root, failure, run.run_id, shown,
-                             list(run.stand_ins))
+                             list(run.stand_ins), run.user_error)
     write_report(Path(pipeline_spec_path).parent / REPORT_FILE, result, spec["pipelineInfo"]["name"], version.version)
     return result
 
@@ -127,6 +130,7 @@ class _Run:
         self._image = image or image_environment()
         self.run_parameters = dict(run_parameters or {})
         self.stand_ins: dict[str, None] = {}  # in the order first used
+        self.user_error = ""  # the user's mistake the failed step ended on (_StepFailed.user_error)
 
     def run_task(self, name: str) -> bool:
         """Runs task `name`; returns whether it succeeded."""
@@ -158,6 +162,7 @@ class _Run:
                 print(f"{type(error).__name__}: {error}", file=log)
                 self._record(TaskRun(name, "failed", time.monotonic() - start, log_path, fingerprint=fingerprint))
                 self.failure = f"Task {name!r} {error}. Log: {log_path}\nLast lines of the log:\n{_tail(log_path)}"
+                self.user_error = getattr(error, "user_error", "")
                 return False
         self.outputs[name] = outputs
         state = "cached" if cached else "run"
@@ -202,7 +207,7 @@ class _Run:
         self.stand_ins.update(dict.fromkeys(stand_ins))
         returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=pod, env=env).returncode
         if returncode != 0:
-            raise _StepFailed(f"exited with code {returncode}")
+            raise _StepFailed(f"exited with code {returncode}", _user_error(returncode, log.name))
         self.parameter_outputs[name] = _output_parameters(component, _executor_output(executor_input["outputs"]["outputFile"]))
         return self._upload_outputs(executor_input, definitions, str(pod), log)
 
@@ -280,7 +285,20 @@ class _Run:
 
 
 class _StepFailed(Exception):
-    """The step failed; the message completes "Task 'name' ..."."""
+    """The step failed; the message completes "Task 'name' ...". `user_error` is the user's mistake the step ended on,
+    in its own words (empty when it broke otherwise)."""
+
+    def __init__(self, message: str, user_error: str = ""):
+        super().__init__(message)
+        self.user_error = user_error
+
+
+def _user_error(returncode: int, log_path: str) -> str:
+    """The user's mistake a step that ended with `returncode` reported in its log (report_user_error), or ""."""
+    if returncode != USER_ERROR_EXIT:
+        return ""
+    with open(log_path, errors="replace") as log:
+        return user_error_in_log([line.rstrip("\n") for line in log]) or ""
 
 
 def _fill(part: str, executor_input: dict, pod: str) -> str:
@@ -327,5 +345,6 @@ def _output_parameters(component: dict, reported: dict) -> dict:
 
 
 def _tail(path: Path, lines: int = TAIL_LINES) -> str:
+    """The last lines of a step's log, as the terminal shows them: without TensorFlow's start-up noise."""
     with open(path, errors="replace") as file:
-        return "".join(collections.deque(file, maxlen=lines)).rstrip()
+        return "".join(collections.deque(without_noise(file), maxlen=lines)).rstrip()
