@@ -9,8 +9,9 @@ boto3 takes `AWS_ENDPOINT_URL` (any S3 API: MinIO, SeaweedFS, moto), `AWS_REGION
 `STORAGE_EMULATOR_HOST`. A compiled step gets them from `kubeflow.store`. `minio://b/k` is the object `k` of bucket `b`
 at that S3 endpoint, as Kubeflow's launcher reads it.
 
-Every failure a user can fix (no such bucket or object, no credentials, access denied, no store at the endpoint) is a
-BucketError naming the URI: a StepError, so that the step prints it without a traceback and exits with code 2.
+Every failure a user can fix (no such bucket or object, no credentials, access denied, no store at the endpoint, a
+connection that broke or timed out) is a BucketError naming the URI: a StepError, so that the step prints it without a
+traceback and exits with code 2.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ ACCESS_KEY_ENV = "AWS_ACCESS_KEY_ID"
 SECRET_KEY_ENV = "AWS_SECRET_ACCESS_KEY"
 ENDPOINT_REGION = "us-east-1"  # the region an S3 API at an endpoint (MinIO, moto) answers to when none is set
 READ_BLOCK_BYTES = 8 << 20  # one ranged GET per 8 MiB read from an opened object
+# botocore's own defaults, named here so that a test can wait less for a store that stopped answering.
+CONNECT_TIMEOUT_SECONDS = 60
+READ_TIMEOUT_SECONDS = 60
 
 
 class BucketError(StepError, OSError):
@@ -40,6 +44,11 @@ class BucketError(StepError, OSError):
 
 class ObjectMissing(BucketError, FileNotFoundError):
     """No object (or no bucket) at the URI."""
+
+
+class Unreachable(BucketError, ConnectionError):
+    """The store did not answer: nothing listens at its endpoint, the connection broke or a read timed out. Callers
+    skip their clean-up in the store then, which would only wait for the same failure again."""
 
 
 class ObjectInfo(NamedTuple):
@@ -94,6 +103,14 @@ def list(uri: str) -> dict[str, ObjectInfo]:  # noqa: A001 - the design's name; 
     return dict(sorted(found.items()))
 
 
+def check_access(uri: str) -> None:
+    """Lists at most one object under `uri`, to learn before relying on a bucket that it can be used: ObjectMissing
+    when the bucket does not exist, BucketError when the credentials in use may not list it or the store does not
+    answer."""
+    _, key = split_uri(uri)
+    _backend(uri).list(uri, key + "/" if key else "", limit=1)
+
+
 def exists(uri: str) -> bool:
     """Whether an object is at `uri` itself (not under it)."""
     _, key = split_uri(uri)
@@ -127,21 +144,24 @@ def download(uri: str, local: str) -> int:
 
 
 def upload(local: str, uri: str) -> int:
-    """Uploads the file `local` to `uri`, or every file under the directory `local` to `uri/<relative path>`;
-    returns how many."""
+    """Uploads the file `local` to `uri`, or every file under the directory `local` to `uri/<relative path>`
+    (local_files); returns how many."""
     backend = _backend(uri)
     if os.path.isfile(local):
         backend.upload(local, uri)
         return 1
     if not os.path.isdir(local):
         raise FileNotFoundError(f"{local}: no such file or directory to upload to {uri}")
-    count = 0
-    for directory, _, files in os.walk(local):
-        for name in sorted(files):
-            path = os.path.join(directory, name)
-            backend.upload(path, f"{uri.rstrip('/')}/{os.path.relpath(path, local)}")
-            count += 1
-    return count
+    names = local_files(local)
+    for name in names:
+        backend.upload(os.path.join(local, name), f"{uri.rstrip('/')}/{name}")
+    return len(names)
+
+
+def local_files(local: str) -> list[str]:
+    """The relative path of every file under the local directory `local` (with `/`): what `upload` writes there."""
+    return [os.path.relpath(os.path.join(directory, name), local).replace(os.sep, "/")
+            for directory, _, files in os.walk(local) for name in sorted(files)]
 
 
 def copy(source: str, target: str) -> None:
@@ -158,16 +178,36 @@ def copy(source: str, target: str) -> None:
 def put(uri: str, data: bytes, if_absent: bool = False) -> bool:
     """Writes `data` as the object at `uri` in one request, so that a reader sees the old object or the new one.
 
-    With `if_absent`, only if no object is there (a conditional create: S3's `If-None-Match: *`, GCS's
-    `ifGenerationMatch=0`): returns False, writing nothing, when one is. Returns True when written.
+    With `if_absent`, only if no object is there (a conditional create, `swap` from nothing): returns False, writing
+    nothing, when one is. Returns True when written.
     """
-    return _backend(uri).put(uri, data, if_absent)
+    if if_absent:
+        return swap(uri, data, None) is not None
+    _backend(uri).put(uri, data, None)
+    return True
+
+
+def read_versioned(uri: str) -> tuple[bytes, str]:
+    """The bytes of the object at `uri` and its version (S3's ETag, GCS's generation), read in one request, for a
+    `swap` that replaces exactly that object; ObjectMissing if none."""
+    return _backend(uri).read_versioned(uri)
+
+
+def swap(uri: str, data: bytes, version: str | None) -> str | None:
+    """Writes `data` at `uri` only if the object there is still `version` (from read_versioned or an earlier swap),
+    or, with `version` None, only if there is none: a compare-and-swap in one request (S3's `If-Match: <ETag>` or
+    `If-None-Match: *`, GCS's `ifGenerationMatch`). Returns the new object's version, or None, writing nothing, when
+    the object is another one (or is gone) by now."""
+    return _backend(uri).put(uri, data, version or _ABSENT)
 
 
 def delete(uris: Iterable[str]) -> None:
     """Deletes the objects at `uris`; one that is already gone is no error."""
     for uri in uris:
         _backend(uri).delete(uri)
+
+
+_ABSENT = "absent"  # the condition of a put that creates: no object there (a version is never this word)
 
 
 class _RangedReader(io.RawIOBase):
@@ -217,14 +257,19 @@ class _S3:
             raise BucketError(f"{uri}: minio:// is an S3 API at an endpoint, and none is set: give kubeflow.store.endpoint "
                               f"(in a step) or set {ENDPOINT_ENV} (on this machine)")
         region = os.environ.get(REGION_ENV) or os.environ.get("AWS_DEFAULT_REGION") or (ENDPOINT_REGION if endpoint else None)
-        settings = (endpoint, region, os.environ.get(ACCESS_KEY_ENV), os.environ.get("AWS_PROFILE"))
+        # The secret and the token too (as hashes): keys replaced under the same id must not reuse a client of the old.
+        secrets = hash((os.environ.get(SECRET_KEY_ENV), os.environ.get("AWS_SESSION_TOKEN")))
+        settings = (endpoint, region, os.environ.get(ACCESS_KEY_ENV), secrets, os.environ.get("AWS_PROFILE"),
+                    CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)
         if settings not in self._clients:
             import boto3
+            from botocore.config import Config
 
-            self._clients[settings] = boto3.session.Session().client("s3", region_name=region)
+            timeouts = Config(connect_timeout=CONNECT_TIMEOUT_SECONDS, read_timeout=READ_TIMEOUT_SECONDS)
+            self._clients[settings] = boto3.session.Session().client("s3", region_name=region, config=timeouts)
         return self._clients[settings]
 
-    def list(self, uri: str, prefix: str, exact: bool = False) -> dict[str, ObjectInfo]:
+    def list(self, uri: str, prefix: str, exact: bool = False, limit: int | None = None) -> dict[str, ObjectInfo]:
         bucket, _ = split_uri(uri)
         found = {}
         with _s3_errors(uri):
@@ -237,6 +282,10 @@ class _S3:
                         return {}
                     raise
                 return {prefix: ObjectInfo(head["ContentLength"], head["LastModified"], head["ETag"].strip('"'))}
+            if limit is not None:
+                page = self.client(uri).list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=limit)
+                return {item["Key"]: ObjectInfo(item["Size"], item["LastModified"], item["ETag"].strip('"'))
+                        for item in page.get("Contents", [])}
             pages = self.client(uri).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
             for page in pages:
                 found.update((item["Key"], ObjectInfo(item["Size"], item["LastModified"], item["ETag"].strip('"')))
@@ -272,18 +321,31 @@ class _S3:
             # CopyObject's limit); the bytes stay in the store either way.
             self.client(target).copy({"Bucket": source_bucket, "Key": source_key}, bucket, key)
 
-    def put(self, uri: str, data: bytes, if_absent: bool) -> bool:
+    def read_versioned(self, uri: str) -> tuple[bytes, str]:
         bucket, key = _object(uri)
-        condition = {"IfNoneMatch": "*"} if if_absent else {}
+        with _s3_errors(uri):
+            response = self.client(uri).get_object(Bucket=bucket, Key=key)
+            return response["Body"].read(), response["ETag"]
+
+    def put(self, uri: str, data: bytes, condition: str | None) -> str | None:
+        """Writes the object, if `condition` (None: always; _ABSENT: no object there; else: that ETag is there);
+        its new ETag, or None when the condition failed."""
+        bucket, key = _object(uri)
+        header = {} if condition is None else {"IfNoneMatch": "*"} if condition == _ABSENT else {"IfMatch": condition}
         with _s3_errors(uri):
             try:
-                self.client(uri).put_object(Bucket=bucket, Key=key, Body=data, **condition)
+                return self.client(uri).put_object(Bucket=bucket, Key=key, Body=data, **header)["ETag"]
             except Exception as error:  # noqa: BLE001
-                # 412 when the object exists; 409 when another conditional write to it is in flight (AWS S3).
-                if if_absent and _s3_code(error) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
-                    return False
+                # 412 when the condition fails; 409 when another conditional write to it is in flight (AWS S3); for
+                # If-Match, 404 when the object is gone.
+                failed = ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
+                if header and _s3_code(error) in failed + (("NoSuchKey",) if condition != _ABSENT else ()):
+                    return None
+                if header and _s3_code(error) in ("NotImplemented", "501"):
+                    where = os.environ.get(ENDPOINT_ENV) or "AWS"
+                    raise BucketError(f"{uri}: the S3 API at {where} does not support conditional writes "
+                                      f"({', '.join(header)}), which keep two pushes apart") from None
                 raise
-        return True
 
     def delete(self, uri: str) -> None:
         bucket, key = _object(uri)
@@ -310,7 +372,7 @@ class _GCS:
         bucket, key = _object(uri)
         return self.client(uri).bucket(bucket).blob(key)
 
-    def list(self, uri: str, prefix: str, exact: bool = False) -> dict[str, ObjectInfo]:
+    def list(self, uri: str, prefix: str, exact: bool = False, limit: int | None = None) -> dict[str, ObjectInfo]:
         bucket, _ = split_uri(uri)
         with _gcs_errors(uri, missing="bucket"):
             if exact:
@@ -319,7 +381,8 @@ class _GCS:
                     self.client(uri).get_bucket(bucket)  # a missing bucket is an error, named
                     return {}
                 return {prefix: _gcs_info(blob)}
-            return {blob.name: _gcs_info(blob) for blob in self.client(uri).list_blobs(bucket, prefix=prefix)}
+            blobs = self.client(uri).list_blobs(bucket, prefix=prefix, max_results=limit)
+            return {blob.name: _gcs_info(blob) for blob in blobs}
 
     def size(self, uri: str) -> int:
         info = self.list(uri, _object(uri)[1], exact=True)
@@ -337,7 +400,7 @@ class _GCS:
             self._blob(uri).download_to_filename(local, raw_download=True)
 
     def upload(self, local: str, uri: str) -> None:
-        with _gcs_errors(uri):
+        with _gcs_errors(uri, missing="bucket"):  # a write answers 404 for a bucket only
             self._blob(uri).upload_from_filename(local)
 
     def copy(self, source: str, target: str) -> None:
@@ -349,15 +412,30 @@ class _GCS:
                 if token is None:
                     return
 
-    def put(self, uri: str, data: bytes, if_absent: bool) -> bool:
+    def read_versioned(self, uri: str) -> tuple[bytes, str]:
+        bucket, key = _object(uri)
+        with _gcs_errors(uri):
+            blob = self.client(uri).bucket(bucket).get_blob(key)
+            if blob is None:
+                raise ObjectMissing(f"{uri}: no such object")
+            # The bytes of that very generation: a newer one written since the metadata was read fails the download.
+            # Taken before it: the download resets the blob's properties from its response headers.
+            generation = blob.generation
+            return blob.download_as_bytes(if_generation_match=generation, raw_download=True), str(generation)
+
+    def put(self, uri: str, data: bytes, condition: str | None) -> str | None:
+        """Writes the object, if `condition` (None: always; _ABSENT: no object there; else: that generation is
+        there); its new generation, or None when the condition failed."""
         from google.api_core import exceptions
 
-        with _gcs_errors(uri):
+        match = None if condition is None else 0 if condition == _ABSENT else int(condition)
+        blob = self._blob(uri)
+        with _gcs_errors(uri, missing="bucket"):
             try:
-                self._blob(uri).upload_from_string(data, if_generation_match=0 if if_absent else None)
-            except exceptions.PreconditionFailed:
-                return False
-        return True
+                blob.upload_from_string(data, if_generation_match=match)
+            except exceptions.PreconditionFailed:  # also for a generation that is gone; a 404 is a missing bucket
+                return None
+        return str(blob.generation)
 
     def delete(self, uri: str) -> None:
         from google.api_core import exceptions
@@ -400,26 +478,55 @@ class _s3_errors:  # noqa: N801 - used as a context manager, named like one
     def __exit__(self, kind, error, traceback):
         if error is None or isinstance(error, BucketError):
             return False
+        from boto3 import exceptions as transfer_exceptions
         from botocore import exceptions
 
+        # boto3's managed transfers wrap the error of the request that failed: an upload's ClientError in an
+        # S3UploadFailedError (its message only; the ClientError is its context), a download's last one in
+        # RetriesExceededError.
+        if isinstance(error, transfer_exceptions.S3UploadFailedError) and error.__context__ is not None:
+            error = error.__context__
+        elif isinstance(error, transfer_exceptions.RetriesExceededError) and error.last_exception is not None:
+            error = error.last_exception
         bucket, _ = split_uri(self.uri)
         code = _s3_code(error)
         where = os.environ.get(ENDPOINT_ENV) or "AWS"
         if isinstance(error, exceptions.NoCredentialsError | exceptions.PartialCredentialsError):
             raise BucketError(f"{self.uri}: no credentials for the S3 API at {where}: set AWS_ACCESS_KEY_ID and "
                               "AWS_SECRET_ACCESS_KEY (kubeflow.store.secret in a step), or give the pod an identity") from None
-        if isinstance(error, exceptions.EndpointConnectionError | exceptions.ConnectTimeoutError):
-            raise BucketError(f"{self.uri}: cannot reach the S3 API at {where} ({error})") from None
+        # Nothing listens, the connection broke (ConnectionClosedError, ResponseStreamingError), a read timed out
+        # (ReadTimeoutError), a body ended short (IncompleteReadError), a socket error under s3transfer's retries.
+        if isinstance(error, exceptions.ConnectionError | exceptions.HTTPClientError | exceptions.IncompleteReadError
+                      | ConnectionError | TimeoutError):
+            raise Unreachable(f"{self.uri}: cannot reach the S3 API at {where}, or it stopped answering "
+                              f"({_one_line(error)})") from None
         if code == "NoSuchBucket" or (code in ("404", "NotFound") and getattr(error, "operation_name", "") == "HeadBucket"):
             raise ObjectMissing(f"{self.uri}: the bucket {bucket!r} does not exist at {where}") from None
         if code in ("NoSuchKey", "404", "NotFound"):
             raise ObjectMissing(f"{self.uri}: no such object") from None
-        if code in ("AccessDenied", "403", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        if code == "InvalidAccessKeyId":
+            raise BucketError(f"{self.uri}: the S3 API at {where} knows no access key {_access_key()} (InvalidAccessKeyId): "
+                              "check AWS_ACCESS_KEY_ID (kubeflow.store.secret in a step)") from None
+        if code == "SignatureDoesNotMatch":
+            raise BucketError(f"{self.uri}: the S3 API at {where} refused the secret key of access key {_access_key()} "
+                              "(SignatureDoesNotMatch): check AWS_SECRET_ACCESS_KEY (kubeflow.store.secret in a step)") from None
+        if code in ("AccessDenied", "403", "Forbidden"):
             raise BucketError(f"{self.uri}: access denied by the S3 API at {where} ({code}): the credentials in use may "
                               f"not read or write bucket {bucket!r}") from None
         if code:
             raise BucketError(f"{self.uri}: the S3 API at {where} refused the request ({code}: {error})") from None
         return False
+
+
+def _access_key() -> str:
+    """The access key id in use, as the message of a refused key shows it: its first four characters only."""
+    key = os.environ.get(ACCESS_KEY_ENV)
+    return f"{key[:4]}... ({ACCESS_KEY_ENV})" if key else "of the credentials in use"
+
+
+def _one_line(error: BaseException) -> str:
+    """An exception's message on one line: a wrapped socket error's text can span several."""
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 class _gcs_errors:  # noqa: N801 - used as a context manager, named like one
@@ -450,6 +557,24 @@ class _gcs_errors:  # noqa: N801 - used as a context manager, named like one
         if isinstance(error, exceptions.Forbidden | exceptions.Unauthorized):
             raise BucketError(f"{self.uri}: access denied: the credentials in use may not read or write bucket "
                               f"{bucket!r} ({error.message})") from None
+        if _unreachable(error):
+            where = os.environ.get("STORAGE_EMULATOR_HOST") or "storage.googleapis.com"
+            raise Unreachable(f"{self.uri}: cannot reach Google Cloud Storage at {where}, or it stopped answering "
+                              f"({_one_line(error)})") from None
         if isinstance(error, exceptions.GoogleAPIError):
             raise BucketError(f"{self.uri}: Google Cloud Storage refused the request ({error})") from None
         return False
+
+
+def _unreachable(error: BaseException) -> bool:
+    """Whether a google-cloud-storage error is a store that does not answer: a connection refused, broken or timed out
+    (requests' and google-auth's transport errors), or the retries of such failures running out (RetryError)."""
+    import requests
+    from google.api_core import exceptions
+    from google.auth import exceptions as auth_exceptions
+
+    if isinstance(error, exceptions.RetryError):
+        return error.cause is None or _unreachable(error.cause)
+    return isinstance(error, requests.exceptions.ConnectionError | requests.exceptions.Timeout
+                      | requests.exceptions.ChunkedEncodingError | auth_exceptions.TransportError
+                      | ConnectionError | TimeoutError)

@@ -131,7 +131,8 @@ def _predict(args: argparse.Namespace) -> int:
 
     from dtfx.pipeline.loader import load_config
 
-    config = load_config(args.config, args.overrides)
+    # With --model, the serving directory is not read: its bucket need not be reachable.
+    config = load_config(args.config, args.overrides, check_serving=not args.model)
     # The libraries' start-up chatter (Beam, TensorFlow, Google client deprecations) says nothing about the
     # prediction; errors still show, and what went wrong with rows is printed below.
     warnings.filterwarnings("ignore", category=FutureWarning)

@@ -20,20 +20,22 @@ from dtfx.components import buckets
 from dtfx.components.example_gen.encode import bad_weight
 from dtfx.components.example_gen.labels import too_few_classes
 from dtfx.components.example_gen.sources import describe_paths, image_kind_problem, nothing_to_learn
+from dtfx.components.pusher import bucket_versions
 from dtfx.components.registry.formats import format_of
 from dtfx.components.registry.metrics import TASKS, metrics_for, unreachable_bounds
-from dtfx.pipeline import file_checks, model_module
+from dtfx.pipeline import file_checks, layout, model_module
 from dtfx.pipeline.config import EVERY_N_WORD, Config, DataSection, PipelineSection, PusherSection, Threshold
 from dtfx.pipeline.config_base import PATTERN_WORDS, UNKNOWN_TYPE, WORD_OR_NUMBER, Section
 from dtfx.pipeline.errors import ConfigError, Problem
 from dtfx.pipeline.yaml_source import line_of, parse_yaml, read_text
 
 
-def load_config(path: str, overrides: Iterable[str] = (), check_data: bool = True) -> Config:
+def load_config(path: str, overrides: Iterable[str] = (), check_data: bool = True, check_serving: bool = True) -> Config:
     """Reads, validates and returns the config at `path`, with `dotted.key=value` overrides applied.
 
     With `check_data`, `data.path` must name existing files, and the label and listed features must be
-    columns of them; `data.path`, `schema.path` and `pipeline.output_root` come back as absolute paths.
+    columns of them; `data.path`, `schema.path` and `pipeline.output_root` come back as absolute paths; and with
+    `check_serving` too, a serving directory in a bucket must be one the credentials here can list.
     Raises ConfigError listing every problem found.
     """
     raw, lines = parse_yaml(path, read_text(path))
@@ -54,6 +56,8 @@ def load_config(path: str, overrides: Iterable[str] = (), check_data: bool = Tru
     if check_data:
         problems.extend(_data_problems(raw, lines))
         problems.extend(_local_problems(raw, lines))
+    if check_data and check_serving:
+        problems.extend(_serving_problems(config, raw, lines))
     if problems:
         raise ConfigError(path, problems)
     return _resolve_paths(config) if check_data else config
@@ -432,6 +436,21 @@ def _local_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]
         if problem:
             problems.append(Problem("schema.path", problem, line_of("schema.path", lines)))
     return problems
+
+
+def _serving_problems(config: Config | None, raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
+    """A serving directory in a bucket must be in a bucket that exists and that the credentials here can list, as the
+    baseline and the push will (bucket_versions.check_serving_bucket): said now, not after training. Of a config
+    that does not validate, the pusher.serving_dir it names."""
+    serving_dir = layout.serving_dir(config) if config else _section(raw, "pusher").get("serving_dir")
+    if not isinstance(serving_dir, str) or not buckets.is_store_uri(serving_dir):
+        return []
+    key = "pusher.serving_dir" if _section(raw, "pusher").get("serving_dir") else "pipeline.output_root"
+    try:
+        bucket_versions.check_serving_bucket(serving_dir)
+    except buckets.BucketError as error:
+        return [Problem(key, str(error), line_of(key, lines))]
+    return []
 
 
 def _value_problems(

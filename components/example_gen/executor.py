@@ -34,7 +34,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from dtfx.components.errors import DataError
+from dtfx.components.errors import DataError, StepError
 from dtfx.components.example_gen import assign, encode, images, labels, profile, sources, tfrecord
 from dtfx.components.example_gen.options import IngestOptions
 from dtfx.components.names import DATA_PROFILE_PROPERTY, DATA_PROFILE_WARNINGS, SKIPPED_IMAGES_PROPERTY
@@ -279,9 +279,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                      | "Flatten" >> beam.Flatten()
                      | "ByShard" >> beam.GroupByKey()
                      | "Write" >> beam.ParDo(_WriteShard(staging, options.num_shards)))
-        except DataError as error:
-            # Beam appends the step name to the message; the user only needs file and line.
-            raise DataError(_BEAM_STEP_SUFFIX.sub("", str(error))) from None
+        except StepError as error:  # bad data, or a bucket the data is in that failed (buckets.BucketError)
+            # Beam appends the step name to the message; the user only needs file and line, or the URI.
+            raise type(error)(_BEAM_STEP_SUFFIX.sub("", str(error))) from None
         skipped = _skipped_rows(pipeline.result) if options.images else 0
         return skipped, profile.read_profile(pipeline.result), _class_counts(pipeline.result)
 

@@ -184,3 +184,125 @@ def test_nothing_listens_at_the_endpoint(monkeypatch):
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     with pytest.raises(buckets.BucketError, match=r"s3://b/k: cannot reach the S3 API at http://127\.0\.0\.1:\d+"):
         buckets.list("s3://b/k")
+
+
+# --- faults of the store (issue 43): each a BucketError naming the URI and the cause, never a raw client error -------
+
+
+def test_an_upload_to_a_missing_bucket_is_named_not_boto3_s_upload_error(bucket, tmp_path):
+    scheme = bucket.split("://")[0]
+    (tmp_path / "f").write_bytes(b"x")
+    with pytest.raises(buckets.ObjectMissing, match=rf"{scheme}://nonexistent-bkt/k: the bucket 'nonexistent-bkt' "
+                                                    "does not exist"):
+        buckets.upload(str(tmp_path / "f"), f"{scheme}://nonexistent-bkt/k")
+    with pytest.raises(buckets.ObjectMissing, match="the bucket 'nonexistent-bkt' does not exist"):
+        buckets.put(f"{scheme}://nonexistent-bkt/lease", b"x", if_absent=True)
+
+
+def test_check_access_tells_a_missing_bucket_from_an_empty_prefix(bucket):
+    buckets.check_access(f"{bucket}/nothing/here")  # an empty prefix of a bucket that exists: usable
+    with pytest.raises(buckets.ObjectMissing, match="the bucket 'nonexistent-bkt' does not exist"):
+        buckets.check_access(f"{bucket.split('://')[0]}://nonexistent-bkt/serving")
+
+
+def test_swap_writes_only_over_the_version_it_was_given(s3_bucket):
+    lease = f"{s3_bucket}/serving/.push.lease"
+    first = buckets.swap(lease, b"one", None)
+    assert first and buckets.swap(lease, b"again", None) is None, "a create only where there is nothing"
+    assert buckets.read_versioned(lease) == (b"one", first)
+    second = buckets.swap(lease, b"two", first)
+    assert second and second != first
+    assert buckets.swap(lease, b"stale", first) is None, "not over a version that is gone"
+    assert buckets.read_versioned(lease) == (b"two", second)
+    buckets.delete([lease])
+    assert buckets.swap(lease, b"gone", second) is None, "not where the object is gone"
+
+
+def test_refused_keys_are_named_by_their_cause():
+    """A store that authenticates every request after two (moto's INITIAL_NO_AUTH_ACTION_COUNT), in which those two
+    made a user with keys and no permission."""
+    from tests.store_faults import moto_server
+
+    with moto_server(INITIAL_NO_AUTH_ACTION_COUNT="2") as store:
+        iam = boto3_client("iam", store.endpoint, "any", "any")
+        iam.create_user(UserName="u")
+        key = iam.create_access_key(UserName="u")["AccessKey"]
+        where = r"the S3 API at http://127\.0\.0\.1:\d+"
+        cases = [("AKIAUNKNOWN0", "any", rf"{where} knows no access key AKIA\.\.\. \(AWS_ACCESS_KEY_ID\) "
+                                         r"\(InvalidAccessKeyId\): check AWS_ACCESS_KEY_ID"),
+                 (key["AccessKeyId"], "wrong", rf"{where} refused the secret key of access key AKIA\.\.\. "
+                                               r"\(AWS_ACCESS_KEY_ID\) \(SignatureDoesNotMatch\): check AWS_SECRET_ACCESS_KEY"),
+                 # moto 5.1.18 checks a listing's signature wrongly when it has a prefix: this one lists the bucket.
+                 (key["AccessKeyId"], key["SecretAccessKey"], rf"access denied by {where} \(AccessDenied\): the "
+                                                              "credentials in use may not read or write bucket 'models'")]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(buckets.ENDPOINT_ENV, store.endpoint)
+            for key_id, secret, said in cases:
+                patch.setenv("AWS_ACCESS_KEY_ID", key_id)
+                patch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+                with pytest.raises(buckets.BucketError, match=rf"^s3://models: {said}"):
+                    buckets.check_access("s3://models")
+
+
+def boto3_client(service: str, endpoint: str, key_id: str, secret: str):
+    import boto3
+
+    return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=key_id,
+                        aws_secret_access_key=secret)
+
+
+@pytest.fixture
+def link(s3_server, monkeypatch):
+    """A link to the S3 server that a test cuts or stalls (tests/store_faults.py), with a bucket `linked` holding one
+    object; the steps' client pointed at the link, failing after one attempt and waiting 1 s for an answer."""
+    from tests.store_faults import StoreLink
+
+    s3_server.ensure_bucket("s3://linked")
+    with StoreLink(s3_server.endpoint) as store_link:
+        for name, value in {buckets.ENDPOINT_ENV: store_link.endpoint, "AWS_ACCESS_KEY_ID": "test",
+                            "AWS_SECRET_ACCESS_KEY": "test", "AWS_MAX_ATTEMPTS": "1"}.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setattr(buckets, "READ_TIMEOUT_SECONDS", 1)
+        buckets.put("s3://linked/model/saved_model.pb", b"pb" * 1000)
+        yield store_link
+
+
+def test_a_store_that_stops_answering_is_named_for_a_listing_a_read_and_a_download(link, tmp_path):
+    link.stall()
+    said = r"cannot reach the S3 API at http://127\.0\.0\.1:\d+, or it stopped answering \(Read timeout on endpoint URL"
+    with pytest.raises(buckets.Unreachable, match=rf"^s3://linked/model: {said}"):
+        buckets.list("s3://linked/model")
+    with pytest.raises(buckets.Unreachable, match=rf"^s3://linked/model/saved_model.pb: {said}"):
+        buckets.open("s3://linked/model/saved_model.pb").read()
+    link.restore()
+    # The download's own GET stalls: s3transfer retries it, then raises boto3's RetriesExceededError.
+    link.stall_at(b"get /linked/model/saved_model.pb")
+    with pytest.raises(buckets.Unreachable, match=r"^s3://linked/model/saved_model.pb: cannot reach the S3 API"):
+        buckets.download("s3://linked/model", str(tmp_path / "model"))
+    assert link.cut_seen.is_set()
+
+
+def test_a_store_gone_mid_call_is_named(link, tmp_path):
+    (tmp_path / "big").write_bytes(b"x" * (10 << 20))  # a multipart upload (s3transfer's threshold is 8 MiB)
+    link.cut_at(b"partnumber=2")
+    with pytest.raises(buckets.Unreachable, match=r"^s3://linked/big: cannot reach the S3 API at http://127\.0\.0\.1"):
+        buckets.upload(str(tmp_path / "big"), "s3://linked/big")
+    assert link.cut_seen.is_set()
+    with pytest.raises(buckets.Unreachable, match="^s3://linked/model: cannot reach the S3 API"):
+        buckets.list("s3://linked/model")
+
+
+def test_google_cloud_storage_gone_is_named(monkeypatch):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    from tests.store_faults import gcs_emulator_server
+
+    with gcs_emulator_server() as emulator:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.endpoint)
+        storage.Client(project="p", credentials=AnonymousCredentials()).create_bucket("gone")
+        buckets.put("gs://gone/k", b"x")
+        emulator.stop()
+        with pytest.raises(buckets.Unreachable, match=rf"^gs://gone/k: cannot reach Google Cloud Storage at "
+                                                      rf"{emulator.endpoint}, or it stopped answering"):
+            buckets.put("gs://gone/k", b"x")  # an unconditional write: google-cloud-storage does not retry it
