@@ -172,3 +172,23 @@ def test_minio_data_without_kubeflow_store_endpoint_exits_2_saying_what_to_give(
     s3 = write(tmp_path / "s3.yaml", cluster_config(data__path="s3://data/penguins/"))  # AWS and the pod's identity
     code, _, err = cli(capsys, "compile", str(s3), "-o", str(tmp_path / "p.yaml"))
     assert code == 0, err
+
+
+def test_ingest_cut_off_by_the_store_names_the_object_and_leaves_no_shard(data_bucket, s3_server, tmp_path, monkeypatch):
+    """Issue 43: the store goes away at ingest's first read of the data (reached through a link the test cuts)."""
+    from dtfx.components import buckets
+    from dtfx.components.errors import StepError
+    from tests.components.test_example_gen import run_example_gen
+    from tests.store_faults import StoreLink
+
+    with StoreLink(s3_server.endpoint) as link:
+        monkeypatch.setenv(buckets.ENDPOINT_ENV, link.endpoint)
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # the connection reset mid-request is the error, not a refused retry
+        link.cut_at(b"range: bytes=")
+        with pytest.raises(StepError) as raised:  # a user error: exit 2, its message, no traceback
+            run_example_gen(f"{data_bucket}/data/*.csv", tmp_path / "examples", label="species")
+    assert link.cut_seen.is_set()
+    assert str(raised.value).startswith(f"{data_bucket}/data/a.csv: cannot read the file ({data_bucket}/data/a.csv: "
+                                        f"cannot reach the S3 API at {link.endpoint}, or it stopped answering (")
+    assert "[while running" not in str(raised.value), "Beam's step name is left out, as for bad data"
+    assert not [path for path in (tmp_path / "examples").rglob("*") if path.is_file()], "no shard, nothing half-written"
