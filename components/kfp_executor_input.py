@@ -254,9 +254,8 @@ def run_value_step(argv: list[str] | None, module: str, output_key: str, compute
     (no data file, a bucket that cannot be read) ends the step with its message and exit code 2.
     """
     import argparse
-    import sys
 
-    from dtfx.components.errors import StepError
+    from dtfx.components.errors import StepError, report_user_error
 
     parser = argparse.ArgumentParser(prog=f"python -m {module}")
     parser.add_argument("--executor_input", required=True, help="the ExecutorInput JSON ({{$}})")
@@ -268,8 +267,7 @@ def run_value_step(argv: list[str] | None, module: str, output_key: str, compute
     try:
         value = compute(inputs)
     except StepError as error:
-        print(f"dtfx: {error}", file=sys.stderr)
-        return 2
+        return report_user_error(str(error))
     print(f"{output_key} of {inputs.parameters.get(subject)}: {value}")
     output_file = executor_input["outputs"]["outputFile"]
     os.makedirs(os.path.dirname(output_file), exist_ok=True)
