@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -18,6 +21,7 @@ import pytest
 from tfx.types import standard_artifacts
 
 from dtfx.components import buckets
+from dtfx.components.processes import die_with_parent
 from dtfx.components.pusher import bucket_versions, executor, versions
 from tests.components.test_pusher import NOW, trained_model
 from tests.conftest import STORE_ENV
@@ -162,6 +166,43 @@ def test_a_push_cut_off_at_its_marker_says_it_may_be_marked_and_the_next_push_co
     assert again.get_string_custom_property("pushed_version") == str(version)
     assert baseline_version(serving_dir) == version == bucket_versions.archived_version(serving_dir)
     assert unmarked(serving_dir) == [] and staged(serving_dir) == [] and bucket_versions.LEASE not in keys(serving_dir)
+
+
+KILLED_PUSH = """
+import sys, time
+from dtfx.components.pusher import bucket_versions
+
+def copied(version_uri):
+    print("copied", flush=True)
+    time.sleep(600)  # killed here, its version copied and not marked, its lease held
+
+bucket_versions._before_marker = copied
+bucket_versions.publish_to_bucket(sys.argv[1], sys.argv[2])
+"""
+
+
+def test_a_rerun_after_a_push_killed_holding_the_lease_publishes_within_a_minute(serving_dir, models, tmp_path,
+                                                                                  monkeypatch):
+    push(models[0], serving_dir, tmp_path)
+    killed = subprocess.Popen([sys.executable, "-c", KILLED_PUSH, executor.serving_model_path(models[1]), serving_dir],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=die_with_parent)
+    try:
+        assert killed.stdout.readline().strip() == "copied"
+    finally:
+        os.killpg(killed.pid, signal.SIGKILL)  # the push's own process group, by its pid
+        killed.wait()
+    lease = json.loads(buckets.open(f"{serving_dir}/{bucket_versions.LEASE}").read())
+    assert staged(serving_dir) and unmarked(serving_dir), "what the killed push left"
+    assert lease["expires"] <= int(time.time()) + bucket_versions.LEASE_SECONDS
+
+    # The rerun comes once the killed push's lease has expired: in a minute at most, not an hour.
+    monkeypatch.setattr(bucket_versions, "_now", lambda: int(time.time()) + bucket_versions.LEASE_SECONDS + 1)
+    monkeypatch.setattr(bucket_versions, "LEASE_WAIT_SECONDS", 5)
+    again = push(models[1], serving_dir, tmp_path)
+    assert again.get_int_custom_property("pushed") == 1
+    version = int(again.get_string_custom_property("pushed_version"))
+    assert baseline_version(serving_dir) == version == bucket_versions.archived_version(serving_dir)
+    assert staged(serving_dir) == [] and unmarked(serving_dir) == [] and bucket_versions.LEASE not in keys(serving_dir)
 
 
 def test_the_lease_is_renewed_while_a_push_works_so_another_push_waits_for_it(serving_dir, models, monkeypatch):
