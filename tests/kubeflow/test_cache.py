@@ -255,8 +255,10 @@ AGAINST_SERVING = {"baseline", "evaluate", RUN_RESULTS_ID}
 
 @pytest.fixture(scope="module")
 def penguins_rehearsals(tmp_path_factory) -> dict[str, tuple]:
-    """`dtfx rehearse` four times in a row, each with the S3 server it starts: first; again unchanged; with a new
-    learning rate; with a data file added. Name -> (the command's result, its rehearsal.json, pushed versions)."""
+    """`dtfx rehearse` five times in a row, each with the S3 server it starts, with the one threshold `accuracy:
+    {max_regression: 0}`: first, a weak model (one step); again unchanged; with a new learning rate and more steps, a
+    better model; the first config again (issue 43, point 1: its train cached, compared with the better model);
+    with a data file added. Name -> (the command's result, its rehearsal.json, pushed versions)."""
     from tests.conftest import default_config, set_key
     from tests.kubeflow.test_rehearse import penguins_csv
 
@@ -264,10 +266,10 @@ def penguins_rehearsals(tmp_path_factory) -> dict[str, tuple]:
     data = penguins_csv(tmp / "data")
     config = default_config()
     for key, value in {"pipeline.output_root": str(tmp / "outputs"), "data.path": str(data.parent / "*.csv"),
-                       "data.sharding.num_shards": 1, "trainer.train_steps": 40, "trainer.eval_steps": 2,
-                       "trainer.batch_size": 32, "trainer.learning_rate": 0.05,
+                       "data.sharding.num_shards": 1, "trainer.train_steps": 1, "trainer.eval_steps": 2,
+                       "trainer.batch_size": 32, "trainer.learning_rate": 0.000001,
                        "trainer.distribution": {"strategy": "default"},
-                       "evaluator.thresholds": {"accuracy": {"lower_bound": 0.7}}}.items():
+                       "evaluator.thresholds": {"accuracy": {"max_regression": 0.0}}}.items():
         config = set_key(config, key, value)
     path = tmp / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -282,11 +284,13 @@ def penguins_rehearsals(tmp_path_factory) -> dict[str, tuple]:
         versions = sorted(path.name for path in serving.iterdir() if path.name.isdigit()) if serving.is_dir() else []
         results[name] = (result, report, versions)
 
+    better = ("trainer.learning_rate=0.1", "trainer.train_steps=40")
     rehearsal("first")
     rehearsal("again")
-    rehearsal("new_rate", "trainer.learning_rate=0.1")
+    rehearsal("new_rate", *better)
+    rehearsal("first_again")
     (data.parent / "more.csv").write_text(data.read_text())
-    rehearsal("new_data", "trainer.learning_rate=0.1")
+    rehearsal("new_data", *better)
     return results
 
 
@@ -340,52 +344,21 @@ def test_an_added_data_file_reruns_ingest_and_everything_after_it(penguins_rehea
     assert "(2 files," in Path(fingerprint["log"]).read_text()
 
 
-@pytest.fixture(scope="module")
-def weak_strong_weak(tmp_path_factory) -> dict[str, tuple]:
-    """Issue 43, point 1, rehearsed: A (a weak model), B (a better one), then A's config again, with the one threshold
-    `accuracy: {max_regression: 0}`. Name -> (the command's result, its rehearsal.json, pushed versions)."""
-    from tests.conftest import default_config, set_key
-    from tests.kubeflow.test_rehearse import penguins_csv
-
-    tmp = tmp_path_factory.mktemp("weak_strong_weak")
-    data = penguins_csv(tmp / "data")
-    config = default_config()
-    for key, value in {"pipeline.output_root": str(tmp / "outputs"), "data.path": str(data),
-                       "data.sharding.num_shards": 1, "trainer.eval_steps": 2, "trainer.batch_size": 32,
-                       "trainer.distribution": {"strategy": "default"},
-                       "evaluator.thresholds": {"accuracy": {"max_regression": 0.0}}}.items():
-        config = set_key(config, key, value)
-    path = tmp / "config.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    serving = tmp / "outputs" / "penguins" / "serving"
-    weak = ("trainer.train_steps=1", "trainer.learning_rate=0.000001")
-    results = {}
-    for name, overrides in (("A", weak), ("B", ("trainer.train_steps=150", "trainer.learning_rate=0.05")),
-                            ("A_again", weak)):
-        workdir = tmp / name
-        sets = [word for override in overrides for word in ("--set", override)]
-        result = run_dtfx("rehearse", str(path), *sets, "--workdir", str(workdir), "--kfp-version", driver.NEWEST,
-                          timeout=900)
-        report = json.loads((workdir / "rehearsal.json").read_text()) if (workdir / "rehearsal.json").is_file() else {}
-        versions = sorted(path.name for path in serving.iterdir() if path.name.isdigit()) if serving.is_dir() else []
-        results[name] = (result, report, versions)
-    return results
-
-
 @pytest.mark.slow
-def test_a_rehearsed_cached_candidate_is_compared_with_what_serving_holds_now(weak_strong_weak):
-    """As on a cluster: A's train comes from the cache, but the serving_fingerprint step finds B served, so the
-    baseline and the evaluation run again, against B: A is not blessed and nothing is pushed."""
-    (first, _, after_a), (second, _, after_b) = weak_strong_weak["A"], weak_strong_weak["B"]
-    third, report, after_third = weak_strong_weak["A_again"]
-    for result in (first, second, third):
-        assert result.returncode == 0, result.stdout + result.stderr
-    assert "  baseline: none (nothing pushed yet)" in first.stdout and len(after_a) == 1
-    assert f"  baseline: version {after_a[0]} " in second.stdout and len(after_b) == 2, second.stdout
+def test_a_rehearsed_cached_candidate_is_compared_with_what_serving_holds_now(penguins_rehearsals):
+    """Issue 43, point 1, as on a cluster: the first config again after a better model was pushed. Its train comes from
+    the cache, but the serving_fingerprint step finds the better model served, so the baseline and the evaluation run
+    again, against it: the first model is not blessed and nothing is pushed."""
+    (first, _, after_first), (better, _, after_better) = penguins_rehearsals["first"], penguins_rehearsals["new_rate"]
+    result, report, after = penguins_rehearsals["first_again"]
+    for each in (first, better, result):
+        assert each.returncode == 0, each.stdout + each.stderr
+    assert "  baseline: none (nothing pushed yet)" in first.stdout and len(after_first) == 1
+    assert f"  baseline: version {after_first[0]} " in better.stdout and len(after_better) == 2, better.stdout
     states = {task["name"]: task["state"] for task in report["tasks"]}
     assert states["train"] == "cached", states
     assert {states[name] for name in AGAINST_SERVING | {SERVING_FINGERPRINT_ID, PUSH_STAGE}} == {"run"}, states
-    assert f"  baseline: version {after_b[1]} " in third.stdout, third.stdout
-    assert re.search(r"^evaluator: NOT blessed$", third.stdout, re.MULTILINE), third.stdout
-    assert re.search(r"^not pushed: the model was not blessed", third.stdout, re.MULTILINE), third.stdout
-    assert after_third == after_b
+    assert f"  baseline: version {after_better[1]} " in result.stdout, result.stdout
+    assert re.search(r"^evaluator: NOT blessed$", result.stdout, re.MULTILINE), result.stdout
+    assert re.search(r"^not pushed: the model was not blessed", result.stdout, re.MULTILINE), result.stdout
+    assert after == after_better
