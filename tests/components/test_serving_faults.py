@@ -18,12 +18,12 @@ import time
 
 import boto3
 import pytest
-from tfx.types import standard_artifacts
 
 from dtfx.components import buckets
 from dtfx.components.processes import die_with_parent
 from dtfx.components.pusher import bucket_versions, executor, versions
 from tests.components.test_pusher import NOW, trained_model
+from tests.components.test_serving_in_bucket import baseline_version, keys, push
 from tests.conftest import STORE_ENV
 from tests.store_faults import StoreLink, moto_server
 
@@ -32,29 +32,6 @@ from tests.store_faults import StoreLink, moto_server
 def models(tmp_path_factory):
     """Two different models (2x, 3x)."""
     return [trained_model(tmp_path_factory.mktemp(f"model-{factor}"), factor) for factor in (2.0, 3.0)]
-
-
-def push(model, serving_dir: str, tmp_path) -> standard_artifacts.PushedModel:
-    """Runs the pusher's executor on a blessed model as a step does; returns its PushedModel."""
-    blessing = standard_artifacts.ModelBlessing()
-    blessing.set_int_custom_property("blessed", 1)
-    pushed = standard_artifacts.PushedModel()
-    pushed.uri = str(tmp_path / f"pushed-{len(os.listdir(tmp_path))}")
-    executor.Executor().Do({"model": [model], "model_blessing": [blessing]}, {"pushed_model": [pushed]},
-                           {"serving_dir": serving_dir})
-    return pushed
-
-
-def keys(serving_dir: str) -> list[str]:
-    """Every object under the serving directory, relative to it."""
-    prefix = buckets.split_uri(serving_dir)[1] + "/"
-    return sorted(key.removeprefix(prefix) for key in buckets.list(serving_dir))
-
-
-def baseline_version(serving_dir: str) -> int | None:
-    """The version a baseline step takes: the newest marked one."""
-    found = bucket_versions.newest_published(serving_dir)
-    return found and found[0]
 
 
 @pytest.fixture
