@@ -59,9 +59,10 @@ def test_mixed_csv_gives_a_classification_config_that_loads(mixed_csv, tmp_path)
     # 20 of 30 rows are "flat": the model must beat always predicting it.
     assert config.evaluator.thresholds["accuracy"].lower_bound == 0.67
     text = open(out).read()
-    assert "id (a different value in every row: looks like an identifier)" in text
-    assert "notes (no value in the sampled rows)" in text
-    assert "n (counts the rows: looks like a row number)" in text
+    assert "#   id: left out (text with 30 distinct values in 30 sampled rows (100%): an identifier, a name or free text" \
+        in text
+    assert "#   notes: left out (no value in the sampled rows)\n" in text
+    assert "#   n: left out (counts the rows: looks like a row number)\n" in text
     assert "better than always predicting 'flat' (67% of rows)" in text
 
 
@@ -77,7 +78,7 @@ def test_regression_label_gets_a_mean_absolute_error_bound_from_its_spread(tmp_p
 
 def test_integer_labels_are_classes_when_few_and_a_quantity_when_many(tmp_path):
     few = write_csv(tmp_path / "few.csv", ["x", "grade"], [[i * 2, i % 3] for i in range(30)])
-    many = write_csv(tmp_path / "many.csv", ["x", "count"], [[i * 2, i * 7] for i in range(30)])
+    many = write_csv(tmp_path / "many.csv", ["x", "count"], [[i * 7 % 11, i * 7] for i in range(30)])
     assert guess(read_sample(str(few))[0], None).task == "classification"
     assert guess(read_sample(str(many))[0], None).task == "regression"
 
@@ -252,7 +253,18 @@ def test_init_command_writes_validates_and_reports(mixed_csv, tmp_path, monkeypa
     args = parser.parse_args(["init", "homes", "--data", "homes.csv", "--label", "kind", "--output", "c/h.yaml"])
     assert args.handler(args) == 0
     out = capsys.readouterr().out
-    assert "wrote c/h.yaml" in out and "label kind (classification)" in out
+    assert out.splitlines() == [
+        "wrote c/h.yaml",
+        "  label kind (classification); numeric: rooms, area; categorical: city",
+        "  task: classification (text of 2 distinct values: classes)",
+        "  threshold: accuracy >= 0.67 (better than always predicting 'flat' (67% of rows))",
+        "  id: left out (text with 30 distinct values in 30 sampled rows (100%): an identifier, a name or free text, "
+        "which a category learns row by row; prose can be a text feature (features.text, with trainer.model "
+        "embedding_lstm))",
+        "  n: left out (counts the rows: looks like a row number)",
+        "  notes: left out (no value in the sampled rows)",
+        "next: read it, then `dtfx run c/h.yaml`",
+    ]
     with pytest.raises(UserError, match="exists already"):
         args.handler(args)
     with pytest.raises(SystemExit):  # --data is required
@@ -284,7 +296,7 @@ def test_a_parquet_file_gives_a_config_of_its_stored_kinds_that_loads(tmp_path):
     table = pa.table({
         "size": pa.array([20.5 + i for i in range(count)]),
         "rooms": pa.array([i % 4 + 1 for i in range(count)], pa.int32()),
-        "code": pa.array([f"{i % 3:02d}" for i in range(count)]),  # digits stored as text: a category, as ingest stores it
+        "code": pa.array([f"{i % 4:02d}" for i in range(count)]),  # digits stored as text: a category, as ingest stores it
         "tags": pa.array([["a", "b"][: i % 2 + 1] for i in range(count)]),  # a list per row
         "kind": pa.array(["flat" if i % 3 else "house" for i in range(count)]),
     })
@@ -293,7 +305,7 @@ def test_a_parquet_file_gives_a_config_of_its_stored_kinds_that_loads(tmp_path):
     config = load_config(out)
     assert config.data.label == "kind" and config.data.task == "classification"
     assert config.features.numeric == ["size", "rooms"] and config.features.categorical == ["code"]
-    assert "tags (a list in each row: init writes single-valued features only)" in open(out).read()
+    assert "#   tags: left out (a list in each row: init writes single-valued features only)\n" in open(out).read()
 
 
 @pytest.mark.parametrize(("delimiter", "named"), [(";", "semicolons (';')"), ("\t", r"tabs ('\t')")])
@@ -328,3 +340,184 @@ def test_a_gzipped_csv_named_in_any_case_gives_the_config_of_the_plain_file(mixe
     assert gzipped.model_dump(exclude={"data": {"path"}}) == plain.model_dump(exclude={"data": {"path"}})
     scan = sources.scan_file((0, name))  # ingest reads every row of it, as init did
     assert scan.columns == ("id", "n", "city", "rooms", "area", "notes", "kind") and scan.num_rows == 30
+
+
+# --- issue 44: the column roles init decides, each printed and written in the header ------------------------------
+
+
+def run_init(tmp_path, capsys, name, header, rows, *args):
+    """`dtfx init` on a CSV of `rows` made here: (exit code, console lines, the config file)."""
+    data = write_csv(tmp_path / f"{name}.csv", header, rows)
+    out = tmp_path / f"{name}.yaml"
+    code = main(["init", name, "--data", str(data), "--output", str(out), *args])
+    captured = capsys.readouterr()
+    return code, captured.out.splitlines() + captured.err.splitlines(), out
+
+
+def test_text_columns_distinct_in_most_rows_are_left_out_as_identifier_like(tmp_path, capsys):
+    # 100 rows: an owner distinct in 96 of them and a street in 79 would be categories learnt a row at a time; a zone of
+    # 50 values (two rows each) is a category, and one of 51 values is one value too many.
+    rows = [[f"o{min(i, 95)}", f"s{i % 79}", f"z{i % 50}", f"w{i % 51}", i * 37 % 100, f"{i * 61 % 97 + 0.5}"]
+            for i in range(100)]
+    code, lines, out = run_init(tmp_path, capsys, "rents", ["owner", "street", "zone", "ward", "size", "rent"], rows)
+    assert code == 0
+    config = load_config(str(out))
+    assert config.features.categorical == ["zone"] and config.features.numeric == ["size"]
+    why = ("an identifier, a name or free text, which a category learns row by row; prose can be a text feature "
+           "(features.text, with trainer.model embedding_lstm))")
+    expected = [f"owner: left out (text with 96 distinct values in 100 sampled rows (96%): {why}",
+                f"street: left out (text with 79 distinct values in 100 sampled rows (79%): {why}",
+                f"ward: left out (text with 51 distinct values in 100 sampled rows (51%): {why}"]
+    assert [line.strip() for line in lines if ": left out" in line] == expected
+    header = out.read_text().split("\npipeline:")[0]
+    assert [line.removeprefix("#   ") for line in header.splitlines() if ": left out" in line] == expected
+
+
+def test_a_column_of_numbers_but_for_a_stray_cell_stays_numeric_and_the_cell_is_named(tmp_path, capsys):
+    # 200 rows, the cell of line 151 is 'T': one cell in 200 (at most 1%, and 5 cells) is a typo in a column of numbers.
+    rows = [["T" if i == 149 else f"{20 + i * 7 % 90}.5", i % 5, "flat" if i % 4 else "house"] for i in range(200)]
+    code, lines, out = run_init(tmp_path, capsys, "homes", ["area", "rooms", "kind"], rows)
+    assert code == 0
+    config = load_config(str(out), check_data=False)
+    assert config.features.numeric == ["area", "rooms"] and config.features.categorical == []
+    note = (f"area: numeric (1 of 200 sampled cells is not a number: {tmp_path}/homes.csv, line 151 ('T'); validate and "
+            "ingest refuse such a cell in a numeric feature, and no setting lets it through (data.non_finite is about "
+            "infinite numbers): correct it, or empty it (an empty cell is a missing value, filled with the mean))")
+    assert f"  {note}" in lines and f"#   {note}" in out.read_text().splitlines()
+    assert lines[-1] == f"next: correct the cells named above (area), then `dtfx validate {out}` and `dtfx run {out}`"
+    with pytest.raises(UserError, match=r"homes.csv, line 151.*'T'"):  # what init said validate would do
+        load_config(str(out))
+
+
+@pytest.mark.parametrize(("stray", "rows"), [(3, 200), (6, 1000)], ids=["more-than-1%", "more-than-5-cells"])
+def test_a_column_of_more_cells_that_are_not_numbers_is_a_category(tmp_path, capsys, stray, rows):
+    data = [["n/a" if i < stray else f"{i * 7 % 90}.5", i % 5, "flat" if i % 4 else "house"] for i in range(rows)]
+    code, lines, out = run_init(tmp_path, capsys, "homes", ["area", "rooms", "kind"], data)
+    assert code == 0
+    assert load_config(str(out)).features.categorical == ["area"]
+    assert not [line for line in lines if line.startswith("  area:")]
+
+
+def test_a_numeric_label_of_many_values_is_a_regression_and_its_stray_cell_is_named(tmp_path, capsys):
+    # A label of 129 distinct numbers with one '?' (line 43): numbers, so a regression, not 130 classes.
+    rows = [[i * 7 % 23, "pq"[i % 2], "?" if i == 41 else f"{20 + i % 129 / 2:.1f}"] for i in range(300)]
+    code, lines, out = run_init(tmp_path, capsys, "scores", ["x", "group", "score"], rows)
+    assert code == 0
+    config = load_config(str(out), check_data=False)
+    assert config.data.task == "regression" and set(config.evaluator.thresholds) == {"mean_absolute_error"}
+    assert "  task: regression (numbers of 129 distinct values in 299 sampled rows: a quantity)" in lines
+    assert (f"  score: the label, read as numbers (1 of 300 sampled cells is not a number: {tmp_path}/scores.csv, line 43 "
+            "('?'); validate and ingest refuse such a cell in a regression label") in "\n".join(lines)
+    assert "a row without a label counts for nothing in training))" in "\n".join(lines)
+
+
+def test_a_text_label_of_many_classes_that_are_mostly_numbers_says_which_cells_are_not(tmp_path, capsys):
+    # 'n/a' in 10 of 300 rows is more than stray cells: the label is text, 130 classes, and init names the cells.
+    rows = [[i * 7 % 23, "n/a" if i % 30 == 5 else f"{20 + i % 129 / 2:.1f}"] for i in range(300)]
+    code, lines, out = run_init(tmp_path, capsys, "scores", ["x", "score"], rows)
+    assert code == 0 and load_config(str(out)).data.task == "classification"
+    assert (f"  task: classification (text of 130 distinct values: classes; 10 of its 300 sampled values are not numbers "
+            f"({tmp_path}/scores.csv, line 7 ('n/a'), line 37 ('n/a'), line 67 ('n/a'), line 97 ('n/a'), line 127 "
+            "('n/a') and 5 more): correct them, or empty them, for a regression)") in lines
+
+
+def test_a_parquet_label_of_numbers_stored_as_text_says_ingest_reads_them_as_text(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": [i * 7 % 23 for i in range(60)], "score": [f"{i / 2}" for i in range(60)]}),
+                   tmp_path / "scores.parquet")
+    assert main(["init", "scores", "--data", str(tmp_path / "scores.parquet"), "--output", str(tmp_path / "s.yaml")]) == 0
+    assert ("  task: classification (text of 60 distinct values: classes; the column stores numbers as text, which "
+            "ingest reads as text: store it as numbers for a regression)") in capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("majority", "threshold"),
+    [(889, ("accuracy", {"lower_bound": 0.89})), (900, ("auc", {"lower_bound": 0.7})), (999, ("auc", {"lower_bound": 0.7}))],
+    ids=["88.9%", "90%", "99.9%"])
+def test_a_skewed_label_is_gated_on_auc_not_on_an_accuracy_no_model_reaches(tmp_path, capsys, majority, threshold):
+    rows = [[i * 7 % 101, "abc"[i % 3], "ok" if i < majority else "fraud"] for i in range(1000)]
+    code, lines, out = run_init(tmp_path, capsys, "payments", ["amount", "channel", "status"], rows)
+    assert code == 0
+    config = load_config(str(out))
+    metric, bounds = threshold
+    assert {name: bound.model_dump(exclude_defaults=True) for name, bound in config.evaluator.thresholds.items()} == \
+        {metric: bounds}
+    if metric == "auc":
+        assert (f"  threshold: auc >= 0.7 ('ok' is {majority / 10:g}% of rows, so accuracy would count that class alone: "
+                "auc ranks the rarer class against the others (0.5: no better than chance))") in lines
+
+
+def test_a_skewed_label_of_several_classes_is_gated_on_the_mean_auc_of_its_classes(tmp_path, capsys):
+    rows = [[i * 7 % 101, "ok" if i < 950 else "ab"[i % 2]] for i in range(1000)]
+    code, lines, _ = run_init(tmp_path, capsys, "payments", ["amount", "status"], rows)
+    assert code == 0
+    assert ("  threshold: auc >= 0.7 ('ok' is 95% of rows, so accuracy would count that class alone: auc ranks each "
+            "class, averaged over the classes, against the others (0.5: no better than chance))") in lines
+
+
+def test_features_that_give_the_label_away_by_themselves_are_left_out_with_their_figure(tmp_path, capsys):
+    # 200 customers, 60 churned: the refund (0 unless churned) and the exit reason are recorded after the churn; the
+    # tenure does not tell it, and the support flag tells it in 190 rows of 200 (95%), which a real feature may.
+    rows = [[i * 7 % 61, "yes" if (i % 10 < 3) != (i % 20 == 19) else "no",
+             f"{10 + i % 7}.5" if i % 10 < 3 else "0", ["price", "moved"][i % 2] if i % 10 < 3 else "none",
+             "yes" if i % 10 < 3 else "no"] for i in range(200)]
+    code, lines, out = run_init(tmp_path, capsys, "churn", ["tenure", "support", "refund", "exit_reason", "churned"], rows)
+    assert code == 0
+    config = load_config(str(out))
+    assert config.features.numeric == ["tenure"] and config.features.categorical == ["support"]
+    advice = "a column recorded with the label or after it is missing when a prediction is made: if it is known before"
+    assert [line for line in lines if "left out" in line] == [
+        "  refund: left out (gives the label away: by itself it labels 100% of the 200 sampled rows right (one cut: at "
+        f"most 0, or above), where always predicting 'no' labels 70%; {advice}, list it under features.numeric)",
+        "  exit_reason: left out (gives the label away: by itself it labels 100% of the 200 sampled rows right (by its "
+        f"value), where always predicting 'no' labels 70%; {advice}, list it under features.categorical)"]
+    assert "#   refund: left out (gives the label away: by itself it labels 100%" in out.read_text()
+
+
+def test_a_skewed_label_is_given_away_only_by_a_feature_that_avoids_most_of_the_majority_class_errors(tmp_path, capsys):
+    # 1,000 rows, 30 of them 'fraud' (97% 'ok'): a flag right in 985 rows (98.5%) avoids half the errors of always
+    # predicting 'ok', and stays; one right in 998 (99.8%) avoids 93% of them, and is left out.
+    rows = [[i * 7 % 101, "y" if (i < 30) != (30 <= i < 45) else "n", "y" if (i < 30) != (30 <= i < 32) else "n",
+             "fraud" if i < 30 else "ok"] for i in range(1000)]
+    code, lines, out = run_init(tmp_path, capsys, "payments", ["amount", "flag", "chargeback", "status"], rows)
+    assert code == 0
+    assert load_config(str(out)).features.categorical == ["flag"]
+    assert [line.split(";")[0] for line in lines if "left out" in line] == [
+        "  chargeback: left out (gives the label away: by itself it labels 99.8% of the 1,000 sampled rows right (by its "
+        "value), where always predicting 'ok' labels 97%"]
+
+
+@pytest.mark.parametrize(("minority", "left_out"), [(19, []), (20, ["marker"])])
+def test_a_label_with_few_rows_outside_its_majority_class_is_not_checked_for_leaks(tmp_path, capsys, minority, left_out):
+    # A marker that sets the 'fraud' rows apart: a cut through 1,000 rows may set 19 rows apart by chance, and
+    # LEAK_MIN_ROWS asks for 20 before it calls a feature a leak.
+    rows = [[i * 7 % 101, i if i < minority else 1000 + i % 50, "fraud" if i < minority else "ok"] for i in range(1000)]
+    code, lines, _ = run_init(tmp_path, capsys, "payments", ["amount", "marker", "status"], rows)
+    assert code == 0
+    assert [line.split(":")[0].strip() for line in lines if "left out" in line] == left_out
+
+
+def test_a_numeric_feature_in_rank_order_with_a_regression_label_is_left_out(tmp_path, capsys):
+    # The price with tax is the price in other words (rank correlation 1); the size, correlated but not in order, stays.
+    rows = [[50 + i % 40 + i * 7 % 13, f"{(100 + i * 3) * 1.2:.2f}", f"{100 + i * 3}"] for i in range(100)]
+    code, lines, out = run_init(tmp_path, capsys, "prices", ["size", "price_with_tax", "price"], rows)
+    assert code == 0
+    assert load_config(str(out)).features.numeric == ["size"]
+    assert [line.split(";")[0] for line in lines if "left out" in line] == [
+        "  price_with_tax: left out (gives the label away: its rank correlation with 'price' is 1.000 in 100 sampled rows"]
+
+
+def test_no_column_left_to_learn_from_is_an_error_naming_each_column_init_left_out(tmp_path, capsys):
+    rows = [[f"c-{i:03d}", "0" if i % 3 else f"{i}.5", "yes" if i % 3 == 0 else "no"] for i in range(60)]
+    code, lines, out = run_init(tmp_path, capsys, "churn", ["customer", "refund", "churned"], rows)
+    assert code == 2 and not out.exists()
+    assert len(lines) == 1 and lines[0].startswith(
+        "error: no feature column besides the label 'churned': the model would have nothing to learn from; init left out "
+        "every other column: customer (text with 60 distinct values in 60 sampled rows (100%): an identifier")
+    assert lines[0].endswith(
+        "refund (gives the label away: by itself it labels 100% of the 60 sampled rows right (one cut: at most 0, or "
+        "above), where always predicting 'no' labels 66.6%; a column recorded with the label or after it is missing when "
+        "a prediction is made: if it is known before, list it under features.numeric). Choose another label with "
+        "--label, or write the feature lists yourself (see pipeline_config/penguins.yaml)")

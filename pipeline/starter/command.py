@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dtfx.pipeline.errors import UserError
+
+if TYPE_CHECKING:
+    from dtfx.pipeline.starter.guess import Guess
 
 
 def _data_path(data_path: str) -> str:
@@ -17,11 +22,24 @@ def _data_path(data_path: str) -> str:
     return absolute if relative.startswith("..") else relative
 
 
+@dataclass(frozen=True)
+class Starter:
+    """A starter config written, and the guess it holds."""
+
+    path: str
+    guess: Guess
+
+
 def write_starter(name: str, data_path: str, out_path: str | None = None, label: str | None = None) -> str:
+    """Writes a commented config for the CSV or Parquet file at `data_path` (see `make_starter`); returns its path."""
+    return make_starter(name, data_path, out_path, label).path
+
+
+def make_starter(name: str, data_path: str, out_path: str | None = None, label: str | None = None) -> Starter:
     """Writes a commented config for the CSV or Parquet file at `data_path` to `out_path` (default
     `pipeline_config/<name>.yaml`).
 
-    Returns the path written. Raises UserError for an invalid name, an unreadable file (a CSV separated by
+    Returns the path written and the guess. Raises UserError for an invalid name, an unreadable file (a CSV separated by
     another character than the comma included), a label
     that is not a column, or an existing output file (it is never overwritten).
     """
@@ -45,7 +63,7 @@ def write_starter(name: str, data_path: str, out_path: str | None = None, label:
     from dtfx.pipeline import file_checks
 
     resolved = file_checks.resolve_path(data_path)
-    columns, rows = read_sample(resolved)
+    columns, rows = read_sample(resolved, shown_as=data_path)
     choice = guess(columns, label)
     _check_classes(data_path, resolved, choice.label, choice.task)
     metric, bounds, why = choice.threshold
@@ -60,8 +78,8 @@ def write_starter(name: str, data_path: str, out_path: str | None = None, label:
     notes = {
         "data.path": "relative paths are taken from the directory you run dtfx in",
         "data.label": f"the column to predict ({choice.label_note})",
-        "data.task": "classification or regression",
-        "features.numeric": "every value a number: z-scored, missing filled with the mean",
+        "data.task": f"{choice.task_note}; classification or regression",
+        "features.numeric": "numbers: z-scored, missing filled with the mean",
         "features.categorical": "strings: a vocabulary, missing is a category of its own",
         f"evaluator.thresholds.{metric}": why + "; tighten it",
     }
@@ -71,8 +89,9 @@ def write_starter(name: str, data_path: str, out_path: str | None = None, label:
         f"then `dtfx validate {out_path}` and `dtfx run {out_path}`.",
         "Every key is described in README.md and in pipeline_config/config.schema.json.",
     ]
-    if choice.skipped:
-        header.append("Columns left out: " + "; ".join(f"{column} ({why})" for column, why in choice.skipped.items()) + ".")
+    if choice.notes:
+        header += ["Columns init left out or kept with a caveat (dtfx init printed these lines too):",
+                   *(f"  {line}" for line in choice.decisions())]
     text = render_config(config, header, notes)
     try:
         os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
@@ -82,7 +101,7 @@ def write_starter(name: str, data_path: str, out_path: str | None = None, label:
         raise UserError(f"{out_path} exists already; remove it or choose another file with --output") from None
     except OSError as error:
         raise UserError(f"--output {out_path}: cannot write the config there ({error.strerror})") from None
-    return out_path
+    return Starter(out_path, choice)
 
 
 def _check_classes(data_path: str, resolved: str, label: str, task: str) -> None:
@@ -118,13 +137,26 @@ def add_command(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def _init(args: argparse.Namespace) -> int:
     from dtfx.pipeline.loader import load_config
 
-    path = write_starter(args.name, args.data, args.output, args.label)
-    config = load_config(path)  # what `dtfx validate` checks: a starter must pass it as written
+    starter = make_starter(args.name, args.data, args.output, args.label)
+    path, choice = starter.path, starter.guess
+    # What `dtfx validate` checks: a starter must pass it as written, but for the cells the guess names as refused
+    # (stray cells of a numeric column), which only the user can correct: then the config alone is checked.
+    config = load_config(path, check_data=not choice.refused_cells)
     features = config.features
     print(f"wrote {path}")
     print(
         f"  label {config.data.label} ({config.data.task}); numeric: {', '.join(features.numeric) or '-'}; "
         f"categorical: {', '.join(features.categorical) or '-'}"
     )
-    print(f"next: read it, then `dtfx run {path}`")
+    metric, bounds, why = choice.threshold
+    limits = ", ".join(f"{'>=' if key == 'lower_bound' else '<='} {value:g}" for key, value in bounds.items())
+    print(f"  task: {choice.task} ({choice.task_note})")
+    print(f"  threshold: {metric} {limits} ({why})")
+    for line in choice.decisions():
+        print(f"  {line}")
+    if choice.refused_cells:
+        print(f"next: correct the cells named above ({', '.join(choice.refused_cells)}), then `dtfx validate {path}` "
+              f"and `dtfx run {path}`")
+    else:
+        print(f"next: read it, then `dtfx run {path}`")
     return 0

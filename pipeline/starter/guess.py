@@ -1,7 +1,15 @@
-"""Label, task, feature kinds and a first threshold, from the sampled columns of a CSV or Parquet file."""
+"""Label, task, feature kinds and a first threshold, from the sampled columns of a CSV or Parquet file.
+
+`guess` takes four steps, each a function below with the constants of its rule: the task the label asks for
+(`_task`), each other column's role (`_role`: numeric, categorical or left out), the features that give the label
+away (`_gives_label_away`), and the threshold a model must meet to be pushed (`_threshold`). Every decision other
+than reading a column as it plainly is (a column left out, a column kept numeric despite a few cells) comes with its
+reason, which `dtfx init` prints and writes in the config's header.
+"""
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections import Counter
@@ -9,27 +17,111 @@ from dataclasses import dataclass
 
 from dtfx.components.example_gen.sources import nothing_to_learn
 from dtfx.pipeline.errors import UserError
-from dtfx.pipeline.starter.sample import Column
+from dtfx.pipeline.file_checks import is_number
+from dtfx.pipeline.starter.sample import Column, number_kind
 
-MAX_CLASSES = 20  # an integer label with at most this many values is a class
-ID_MIN_ROWS = 20  # a string column distinct in every one of at least this many rows is an identifier
+# The task: a label of whole numbers with at most MAX_CLASSES values (and at most one value per two rows) is a class;
+# other numbers are a quantity (a regression); text is a class.
+MAX_CLASSES = 20
+
+# Identifier-like columns, measured on a column's sampled values, at least ID_MIN_ROWS of them (fewer say little of a
+# column). A text column of which more than ID_DISTINCT_SHARE of the values are distinct is left out: most of its values
+# are then in a single row (at 0.5, a value is in two rows on average), so a category would learn each one from a row
+# or two, memorising those rows (an id, a name, an address, free text), and most eval rows would hold a value that
+# training never saw.
+ID_MIN_ROWS = 20
+ID_DISTINCT_SHARE = 0.5
+
+# Stray cells: a CSV column of numbers but for a few cells stays numeric. At most STRAY_MAX_CELLS cells, and at most
+# STRAY_MAX_SHARE of its values, are typos or placeholders ('T', '?', '-') in a column of numbers; more are the
+# column's own text, and it is a category.
+STRAY_MAX_CELLS = 5
+STRAY_MAX_SHARE = 0.01
+
+# Leaks: a feature that by itself labels at least LEAK_SHARE of the sampled rows right, making at most
+# 1 / LEAK_ERROR_RATIO of the errors of always predicting the majority class (so that no column "gives away" a label
+# that is 99% one class), or whose rank correlation with a regression label is at least LEAK_RANK_CORRELATION, is most
+# often the label in other words or recorded after it, and absent when a prediction is made. Measured only when at
+# least LEAK_MIN_ROWS labelled rows are outside the majority class (all labelled rows, for a regression): on fewer, a
+# lucky cut labels them all.
+LEAK_SHARE = 0.98
+LEAK_ERROR_RATIO = 10
+LEAK_RANK_CORRELATION = 0.98
+LEAK_MIN_ROWS = 20
+
+# The threshold: a label of which one class holds at least SKEWED_SHARE of the rows is gated on auc, not accuracy.
+# A model that always predicts that class has that accuracy already, so accuracy would measure that class alone (and
+# above 0.99 the bound, rounded up, is 1.0, which no model reaches). auc (of the rarer class for two classes, the mean
+# over the classes for more: components/registry/metrics.py) ranks the rows of each class against the others whatever
+# its share: 0.5 for a model that ignores the features. SKEWED_AUC asks for a ranking clearly better than that: the
+# usual floor of a useful classifier, and above what chance gives on the few rare rows of an eval split.
+SKEWED_SHARE = 0.9
+SKEWED_AUC = 0.7
+
+NUMERIC, CATEGORICAL, LEFT_OUT = "numeric", "categorical", "left out"
 
 
 @dataclass
 class Guess:
-    """The choices made from the sample, and what to say about them in comments."""
+    """The choices made from the sample, and what to say about them in comments and on the console."""
 
     label: str
     task: str
     numeric: list[str]
     categorical: list[str]
-    skipped: dict[str, str]  # column -> why it is not a feature
+    notes: dict[str, str]  # column -> what init made of it and why, for each column it did not read plainly
+    refused_cells: list[str]  # the columns whose cells validate and ingest refuse (stray cells of numbers)
     threshold: tuple[str, dict[str, float], str]  # metric, bounds, comment
     label_note: str
+    task_note: str  # why the task
+
+    def decisions(self) -> list[str]:
+        """One line per column that init left out or did not read plainly: `name: what (why)`."""
+        return [f"{column}: {note}" for column, note in self.notes.items()]
 
 
 def guess(columns: list[Column], label: str | None) -> Guess:
     """Label, task, feature kinds and a threshold from the sampled columns."""
+    target = _label_column(columns, label)
+    task, task_note = _task(target)
+    roles = {column.name: _feature_role(column, target, task) for column in columns if column is not target}
+    numeric = [name for name, (role, _) in roles.items() if role == NUMERIC]
+    categorical = [name for name, (role, _) in roles.items() if role == CATEGORICAL]
+    if not numeric and not categorical:
+        raise UserError(_nothing_left(target.name, roles))
+    notes, refused = {}, []
+    _, stray = _numbers(target)
+    if stray and task == "regression":  # in a classification, a stray cell is one more class
+        notes[target.name] = f"the label, read as numbers ({_stray_note(target, stray, 'a regression label')})"
+        refused.append(target.name)
+    for name, (role, why) in roles.items():
+        if why:
+            notes[name] = f"{role} ({why})"
+        if role == NUMERIC and why:  # a numeric feature is noted only for its stray cells
+            refused.append(name)
+    metric, bounds, why, label_note = _threshold(target, task)
+    return Guess(target.name, task, numeric, categorical, notes, refused, (metric, bounds, why), label_note, task_note)
+
+
+def _feature_role(column: Column, target: Column, task: str) -> tuple[str, str | None]:
+    """A feature's role and why (`_role`), or left out when it gives the label away."""
+    role, why = _role(column)
+    leak = _gives_label_away(column, role, target, task) if role != LEFT_OUT else None
+    return (LEFT_OUT, leak) if leak else (role, why)
+
+
+def _nothing_left(label: str, roles: dict[str, tuple[str, str | None]]) -> str:
+    """The error when no column is left to learn from, naming each column left out and why."""
+    left = "; ".join(f"{name} ({why})" for name, (role, why) in roles.items() if role == LEFT_OUT)
+    if not left:
+        return nothing_to_learn(label)
+    return (f"{nothing_to_learn(label)}; init left out every other column: {left}. Choose another label with --label, "
+            "or write the feature lists yourself (see pipeline_config/penguins.yaml)")
+
+
+def _label_column(columns: list[Column], label: str | None) -> Column:
+    """The label's column (the last one unless named); raises UserError for a name that is not a column, or a column
+    that cannot be a label."""
     names = [column.name for column in columns]
     label = label or names[-1]
     if label not in names:
@@ -39,48 +131,271 @@ def guess(columns: list[Column], label: str | None) -> Guess:
         raise UserError(f"the label column {label!r} holds a list in each row; choose a column of single values "
                         "with --label")
     if not target.values:
-        raise UserError(f"the label column {label!r} has no values in the sampled rows")
-    counts = Counter(target.values)
-    few_values = len(counts) <= MAX_CLASSES and len(counts) <= len(target.values) / 2
-    task = "classification" if target.kind == "string" or (target.kind == "int" and few_values) else "regression"
-    numeric, categorical, skipped = [], [], {}
-    for column in columns:
-        if column.name == label:
-            continue
-        if column.kind == "empty":
-            skipped[column.name] = "no value in the sampled rows"
-        elif column.kind == "list":
-            skipped[column.name] = "a list in each row: init writes single-valued features only"
-        elif column.kind == "int" and len(column.values) >= ID_MIN_ROWS and _is_row_number(column.values):
-            skipped[column.name] = "counts the rows: looks like a row number"
-        elif column.kind in ("int", "float"):
-            numeric.append(column.name)
-        elif len(column.values) >= ID_MIN_ROWS and len(set(column.values)) == len(column.values):
-            skipped[column.name] = "a different value in every row: looks like an identifier"
-        else:
-            categorical.append(column.name)
-    if not numeric and not categorical:
-        raise UserError(nothing_to_learn(label))
+        raise UserError(f"the label column {label!r} has no value in the sampled rows")
+    return target
+
+
+# --- the task ----------------------------------------------------------------------------------
+
+
+def _task(target: Column) -> tuple[str, str]:
+    """classification or regression, and why: numbers are a quantity unless they are few whole numbers (MAX_CLASSES);
+    text is a class. A text label of many classes that looks like numbers says what keeps it from being a quantity."""
+    kind, stray = _numbers(target)
+    values = [cell for row, cell in enumerate(target.cells) if cell is not None and row not in stray]
+    distinct = len(set(values))
+    if kind == "int" and distinct <= MAX_CLASSES and distinct <= len(values) / 2:
+        return "classification", f"whole numbers of {distinct} distinct values: classes"
+    if kind:
+        return "regression", f"numbers of {distinct:,} distinct values in {len(values):,} sampled rows: a quantity"
+    why = f"text of {distinct:,} distinct values: classes"
+    return "classification", why + (_numbers_as_text(target) if distinct > MAX_CLASSES else "")
+
+
+def _numbers_as_text(target: Column) -> str:
+    """What keeps a text label of many classes from being read as numbers, when most of its values are numbers."""
+    values = target.values
+    if target.stored:
+        if not all(is_number(value) for value in values):
+            return ""
+        return "; the column stores numbers as text, which ingest reads as text: store it as numbers for a regression"
+    others = [row for row, cell in enumerate(target.cells) if cell is not None and not is_number(cell)]
+    if len(others) * 2 > len(values):  # mostly text: a label of names, not a quantity with typos
+        return ""
+    return (f"; {len(others):,} of its {len(values):,} sampled values are not numbers ({_places(target, others)}): "
+            "correct them, or empty them, for a regression")
+
+
+# --- each column's role ------------------------------------------------------------------------
+
+
+def _role(column: Column) -> tuple[str, str | None]:
+    """numeric, categorical or left out, and why when that is not the column's plain reading."""
+    if column.kind == "empty":
+        return LEFT_OUT, "no value in the sampled rows"
+    if column.kind == "list":
+        return LEFT_OUT, "a list in each row: init writes single-valued features only"
+    kind, stray = _numbers(column)
+    if kind == "int" and _is_row_number(column, stray):
+        return LEFT_OUT, "counts the rows: looks like a row number"
+    if kind:
+        return NUMERIC, _stray_note(column, stray, "a numeric feature") if stray else None
+    identifier = _identifier_like(column)
+    return (LEFT_OUT, identifier) if identifier else (CATEGORICAL, None)
+
+
+def _numbers(column: Column) -> tuple[str | None, list[int]]:
+    """The kind of the column's numbers (int or float; None for text) and the rows of its stray cells (STRAY_*)."""
+    if column.kind in ("int", "float"):
+        return column.kind, []
+    if column.stored or column.kind != "string":  # a Parquet column is what it stores, as ingest reads it
+        return None, []
+    cells = (row for row, cell in enumerate(column.cells) if cell is not None and not is_number(cell))
+    stray = list(itertools.islice(cells, STRAY_MAX_CELLS + 1))  # a column of text stops at its sixth word
+    if len(stray) > min(STRAY_MAX_CELLS, STRAY_MAX_SHARE * len(column.values)):
+        return None, []
+    skip = set(stray)
+    return number_kind([cell for row, cell in enumerate(column.cells) if cell is not None and row not in skip]), stray
+
+
+def _stray_note(column: Column, stray: list[int], role: str) -> str:
+    """The console's and the header's words on the stray cells of a column kept numeric: where they are, and that
+    validate and ingest refuse them (sources.make_plan: no setting lets a word through as a number)."""
+    cells = f"{len(stray)} of {len(column.values):,} sampled cells {'is' if len(stray) == 1 else 'are'} not a number"
+    fix = ("an empty cell is a missing value, filled with the mean" if role == "a numeric feature"
+           else "a row without a label counts for nothing in training")
+    return (f"{cells}: {_places(column, stray)}; validate and ingest refuse such a cell in {role}, and no setting lets "
+            f"it through (data.non_finite is about infinite numbers): correct it, or empty it ({fix})")
+
+
+def _places(column: Column, rows: list[int], shown: int = STRAY_MAX_CELLS) -> str:
+    """Where the cells of `rows` are, with their text: `file, line 301 ('T'), line 4022 ('?')`, the first `shown`."""
+    places = ", ".join(f"{column.row_name(row)} ({column.cells[row]!r})" for row in rows[:shown])
+    return f"{column.source}, {places}" + (f" and {len(rows) - shown:,} more" if len(rows) > shown else "")
+
+
+def _is_row_number(column: Column, stray: list[int]) -> bool:
+    """Whether integer cells go up by one from row to row (0, 1, 2, ... or 1001, 1002, ...): an index, not a quantity."""
+    skip = set(stray)
+    numbers = [int(cell) for row, cell in enumerate(column.cells) if cell is not None and row not in skip]
+    return len(numbers) >= ID_MIN_ROWS and all(later - earlier == 1 for earlier, later in zip(numbers, numbers[1:], strict=False))
+
+
+def _identifier_like(column: Column) -> str | None:
+    """Why a text column is left out as identifier-like (ID_DISTINCT_SHARE), with its figure; None to keep it."""
+    values = column.values
+    share = _distinct_share(values)
+    if len(values) < ID_MIN_ROWS or share <= ID_DISTINCT_SHARE:
+        return None
+    return (f"text with {len(set(values)):,} distinct values in {len(values):,} sampled rows ({_percent(share)}): an "
+            "identifier, a name or free text, which a category learns row by row; prose can be a text feature "
+            "(features.text, with trainer.model embedding_lstm)")
+
+
+def _distinct_share(values: list) -> float:
+    return len(set(values)) / len(values) if values else 0.0
+
+
+# --- features that give the label away ---------------------------------------------------------
+
+
+def _gives_label_away(column: Column, role: str, target: Column, task: str) -> str | None:
+    """Why a feature is left out as giving the label away (LEAK_*), with its figure; None to keep it."""
+    found = _ranks_the_label(column, role, target) if task == "regression" else _labels_the_rows(column, role, target)
+    if not found:
+        return None
+    return (f"gives the label away: {found}; a column recorded with the label or after it is missing when a prediction "
+            f"is made: if it is known before, list it under features.{role}")
+
+
+def _ranks_the_label(column: Column, role: str, target: Column) -> str | None:
+    """A numeric feature's rank correlation with a regression label, when at least LEAK_RANK_CORRELATION. Not a
+    category: one of few values cannot tell apart a quantity's many values, and a copy of the label as text has as
+    many values as the label, and is left out as identifier-like."""
+    labels = [_number(cell) for cell in target.cells]
+    rows = [row for row, value in enumerate(labels) if value is not None]
+    if role != NUMERIC or len(rows) < LEAK_MIN_ROWS:
+        return None
+    numbers = _as_the_model_reads(column)
+    correlation = _rank_correlation([numbers[row] for row in rows], [labels[row] for row in rows])
+    if abs(correlation) < LEAK_RANK_CORRELATION:
+        return None
+    return f"its rank correlation with {target.name!r} is {correlation:.3f} in {len(rows):,} sampled rows"
+
+
+def _labels_the_rows(column: Column, role: str, target: Column) -> str | None:
+    """The share of the labelled rows a feature labels right by itself, when at least LEAK_SHARE and at most
+    1 / LEAK_ERROR_RATIO of the majority class's errors, against the share of that class."""
+    rows = [row for row, cell in enumerate(target.cells) if cell is not None]
+    labels = [target.cells[row] for row in rows]
+    top, top_count = Counter(labels).most_common(1)[0]
+    if len(labels) - top_count < LEAK_MIN_ROWS:
+        return None
+    share, how = _labelled_alone(column, role, rows, labels)
+    if share < LEAK_SHARE or (1 - share) * LEAK_ERROR_RATIO > 1 - top_count / len(labels):
+        return None
+    return (f"by itself it labels {_percent(share)} of the {len(labels):,} sampled rows right ({how}), where always "
+            f"predicting {top!r} labels {_percent(top_count / len(labels))}")
+
+
+def _labelled_alone(column: Column, role: str, rows: list[int], labels: list[str]) -> tuple[float, str]:
+    """The share of the labelled `rows` that the column labels right by itself, and how: by its value (each value's
+    most common label; missing is a value of its own, as for a categorical feature), and for a numeric feature by
+    the best single cut (each side's most common label), when that is as good."""
+    by_value = (_share_by_value([column.cells[row] for row in rows], labels), "by its value")
+    if role != NUMERIC:
+        return by_value
+    numbers = _as_the_model_reads(column)
+    share, cut = _best_cut([numbers[row] for row in rows], labels)
+    return (share, f"one cut: at most {cut:g}, or above") if share >= by_value[0] else by_value
+
+
+def _share_by_value(keys: list, labels: list[str]) -> float:
+    """The share of rows whose label is the most common label of the rows of their key. A key of one row tells nothing
+    of its label: that row counts as labelled by the most common label of all rows."""
+    pairs = Counter(zip(keys, labels, strict=True))
+    rows_of = Counter(keys)
+    top, _ = Counter(labels).most_common(1)[0]
+    right: dict = {}
+    for (key, label), count in pairs.items():
+        if rows_of[key] > 1:
+            right[key] = max(right.get(key, 0), count)
+        elif label == top:
+            right[key] = 1
+    return sum(right.values()) / len(labels)
+
+
+def _best_cut(numbers: list[float], labels: list[str]) -> tuple[float, float]:
+    """The share of rows labelled right by the best cut of `numbers` (each side labelled by its most common label),
+    and the cut (the highest number at or below it)."""
+    order = sorted(range(len(numbers)), key=numbers.__getitem__)
+    values = [numbers[row] for row in order]
+    ordered = [labels[row] for row in order]
+    before = _majority_counts(ordered)  # before[i]: rows of the most common label among the first i
+    after = _majority_counts(ordered[::-1])[::-1]  # after[i]: among the rows from i on
+    cuts = [(before[i] + after[i], values[i - 1]) for i in range(1, len(values)) if values[i] != values[i - 1]]
+    right, cut = max(cuts, default=(after[0], values[-1]))
+    return right / len(values), cut
+
+
+def _majority_counts(labels: list[str]) -> list[int]:
+    """[0, then for each i the rows of the most common label among labels[:i]]."""
+    counts: Counter = Counter()
+    best, found = 0, [0]
+    for label in labels:
+        counts[label] += 1
+        best = max(best, counts[label])
+        found.append(best)
+    return found
+
+
+def _number(cell: str | None) -> float | None:
+    """A cell as the finite number ingest reads, or None (missing, not a number, infinite, NaN)."""
+    if cell is None or not is_number(cell):
+        return None
+    value = float(cell)
+    return value if math.isfinite(value) else None
+
+
+def _as_the_model_reads(column: Column) -> list[float]:
+    """Each sampled row's number, a missing one as the mean (as Transform fills a numeric feature)."""
+    numbers = [_number(cell) for cell in column.cells]
+    present = [value for value in numbers if value is not None]
+    mean = statistics.fmean(present) if present else 0.0
+    return [mean if value is None else value for value in numbers]
+
+
+def _rank_correlation(xs: list[float], ys: list[float]) -> float:
+    """Spearman's rank correlation (ties share their mean rank); 0 when either side holds one value."""
+    try:
+        return statistics.correlation(_ranks(xs), _ranks(ys))
+    except statistics.StatisticsError:
+        return 0.0
+
+
+def _ranks(values: list[float]) -> list[float]:
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for row in order[start:end + 1]:
+            ranks[row] = (start + end) / 2
+        start = end + 1
+    return ranks
+
+
+# --- the threshold -----------------------------------------------------------------------------
+
+
+def _threshold(target: Column, task: str) -> tuple[str, dict[str, float], str, str]:
+    """The metric and bounds a model must meet to be pushed, the comment on them, and the label's comment: better
+    than always predicting the most common class (auc for a skewed label, SKEWED_*) or the median."""
     if task == "classification":
+        counts = Counter(target.values)
         top, top_count = counts.most_common(1)[0]
         share = top_count / len(target.values)
-        bound = math.ceil(share * 100) / 100
-        threshold = ("accuracy", {"lower_bound": bound}, f"better than always predicting {top!r} ({share:.0%} of rows)")
         label_note = f"{len(counts)} classes"
-    else:
-        values = [float(value) for value in target.values]
-        median = statistics.median(values)
-        baseline = sum(abs(value - median) for value in values) / len(values)
-        bound = _round_up(baseline)
-        threshold = ("mean_absolute_error", {"upper_bound": bound}, f"better than always predicting the median {median:.4g}")
-        label_note = f"numeric, {min(values):.4g} to {max(values):.4g}"
-    return Guess(label, task, numeric, categorical, skipped, threshold, label_note)
+        if share >= SKEWED_SHARE:
+            rarer = "the rarer class" if len(counts) <= 2 else "each class, averaged over the classes,"
+            return ("auc", {"lower_bound": SKEWED_AUC}, f"{top!r} is {_percent(share)} of rows, so accuracy would count "
+                    f"that class alone: auc ranks {rarer} against the others (0.5: no better than chance)", label_note)
+        bound = math.ceil(share * 100) / 100
+        return ("accuracy", {"lower_bound": bound}, f"better than always predicting {top!r} ({share:.0%} of rows)",
+                label_note)
+    values = [value for value in map(_number, target.cells) if value is not None]
+    median = statistics.median(values)
+    baseline = sum(abs(value - median) for value in values) / len(values)
+    return ("mean_absolute_error", {"upper_bound": _round_up(baseline)},
+            f"better than always predicting the median {median:.4g}",
+            f"numeric, {min(values):.4g} to {max(values):.4g}")
 
 
-def _is_row_number(values: list[str]) -> bool:
-    """Whether integer cells go up by one from row to row (0, 1, 2, ... or 1001, 1002, ...): an index, not a quantity."""
-    numbers = [int(value) for value in values]
-    return all(later - earlier == 1 for earlier, later in zip(numbers, numbers[1:], strict=False))
+def _percent(share: float) -> str:
+    """A share as a percentage that never rounds up to a whole (99.96% is `99.9%`, not `100%`)."""
+    return f"{math.floor(share * 1000 + 1e-9) / 10:g}%"  # + 1e-9: a share a rounding error below a tenth
 
 
 def _round_up(value: float) -> float:
