@@ -82,9 +82,10 @@ def test_a_local_run_pushes_to_a_bucket_and_the_next_run_s_baseline_is_that_vers
     marker = json.loads(buckets.open(f"{published[1]}/.dtfx-push.json").read())
     assert set(marker) == {"model_digest", "source"}
 
-    # Without the cache, so that the baseline step runs again and reads the bucket.
-    second = run_dtfx("run", str(write_config(tmp_path, "second.yaml", **keys, **{"pipeline.enable_cache": False})),
-                      timeout=900, **store_env)
+    # Another model (the candidate itself is never its own baseline), without the cache, so that the baseline step
+    # runs again and reads the bucket.
+    other = {**keys, "trainer.train_steps": 120, "pipeline.enable_cache": False}
+    second = run_dtfx("run", str(write_config(tmp_path, "second.yaml", **other)), timeout=900, **store_env)
     assert second.returncode == 0, second.stderr[-4000:]
     assert baseline_versions(str(tmp_path / "outputs" / "penguins" / "metadata.sqlite"))[-1] == str(version)
 
