@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from dtfx.components.example_gen.sources import nothing_to_learn
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.file_checks import is_number
+from dtfx.pipeline.starter.leaks import finite_number, leak_figure, percent
 from dtfx.pipeline.starter.sample import Column, number_kind
 
 # The task: a label of whole numbers with at most MAX_CLASSES values (and at most one value per two rows) is a class;
@@ -37,17 +38,6 @@ ID_DISTINCT_SHARE = 0.5
 # column's own text, and it is a category.
 STRAY_MAX_CELLS = 5
 STRAY_MAX_SHARE = 0.01
-
-# Leaks: a feature that by itself labels at least LEAK_SHARE of the sampled rows right, making at most
-# 1 / LEAK_ERROR_RATIO of the errors of always predicting the majority class (so that no column "gives away" a label
-# that is 99% one class), or whose rank correlation with a regression label is at least LEAK_RANK_CORRELATION, is most
-# often the label in other words or recorded after it, and absent when a prediction is made. Measured only when at
-# least LEAK_MIN_ROWS labelled rows are outside the majority class (all labelled rows, for a regression): on fewer, a
-# lucky cut labels them all.
-LEAK_SHARE = 0.98
-LEAK_ERROR_RATIO = 10
-LEAK_RANK_CORRELATION = 0.98
-LEAK_MIN_ROWS = 20
 
 # The threshold: a label of which one class holds at least SKEWED_SHARE of the rows is gated on auc, not accuracy.
 # A model that always predicts that class has that accuracy already, so accuracy would measure that class alone (and
@@ -227,7 +217,7 @@ def _identifier_like(column: Column) -> str | None:
     share = _distinct_share(values)
     if len(values) < ID_MIN_ROWS or share <= ID_DISTINCT_SHARE:
         return None
-    return (f"text with {len(set(values)):,} distinct values in {len(values):,} sampled rows ({_percent(share)}): an "
+    return (f"text with {len(set(values)):,} distinct values in {len(values):,} sampled rows ({percent(share)}): an "
             "identifier, a name or free text, which a category learns row by row; prose can be a text feature "
             "(features.text, with trainer.model embedding_lstm)")
 
@@ -240,131 +230,13 @@ def _distinct_share(values: list) -> float:
 
 
 def _gives_label_away(column: Column, role: str, target: Column, task: str) -> str | None:
-    """Why a feature is left out as giving the label away (LEAK_*), with its figure; None to keep it."""
-    found = _ranks_the_label(column, role, target) if task == "regression" else _labels_the_rows(column, role, target)
+    """Why a feature is left out as giving the label away (the rule of starter/leaks.py), with its figure; None to keep
+    it."""
+    found = leak_figure(column, role == NUMERIC, target, task)
     if not found:
         return None
     return (f"gives the label away: {found}; a column recorded with the label or after it is missing when a prediction "
             f"is made: if it is known before, list it under features.{role}")
-
-
-def _ranks_the_label(column: Column, role: str, target: Column) -> str | None:
-    """A numeric feature's rank correlation with a regression label, when at least LEAK_RANK_CORRELATION. Not a
-    category: one of few values cannot tell apart a quantity's many values, and a copy of the label as text has as
-    many values as the label, and is left out as identifier-like."""
-    labels = [_number(cell) for cell in target.cells]
-    rows = [row for row, value in enumerate(labels) if value is not None]
-    if role != NUMERIC or len(rows) < LEAK_MIN_ROWS:
-        return None
-    numbers = _as_the_model_reads(column)
-    correlation = _rank_correlation([numbers[row] for row in rows], [labels[row] for row in rows])
-    if abs(correlation) < LEAK_RANK_CORRELATION:
-        return None
-    return f"its rank correlation with {target.name!r} is {correlation:.3f} in {len(rows):,} sampled rows"
-
-
-def _labels_the_rows(column: Column, role: str, target: Column) -> str | None:
-    """The share of the labelled rows a feature labels right by itself, when at least LEAK_SHARE and at most
-    1 / LEAK_ERROR_RATIO of the majority class's errors, against the share of that class."""
-    rows = [row for row, cell in enumerate(target.cells) if cell is not None]
-    labels = [target.cells[row] for row in rows]
-    top, top_count = Counter(labels).most_common(1)[0]
-    if len(labels) - top_count < LEAK_MIN_ROWS:
-        return None
-    share, how = _labelled_alone(column, role, rows, labels)
-    if share < LEAK_SHARE or (1 - share) * LEAK_ERROR_RATIO > 1 - top_count / len(labels):
-        return None
-    return (f"by itself it labels {_percent(share)} of the {len(labels):,} sampled rows right ({how}), where always "
-            f"predicting {top!r} labels {_percent(top_count / len(labels))}")
-
-
-def _labelled_alone(column: Column, role: str, rows: list[int], labels: list[str]) -> tuple[float, str]:
-    """The share of the labelled `rows` that the column labels right by itself, and how: by its value (each value's
-    most common label; missing is a value of its own, as for a categorical feature), and for a numeric feature by
-    the best single cut (each side's most common label), when that is as good."""
-    by_value = (_share_by_value([column.cells[row] for row in rows], labels), "by its value")
-    if role != NUMERIC:
-        return by_value
-    numbers = _as_the_model_reads(column)
-    share, cut = _best_cut([numbers[row] for row in rows], labels)
-    return (share, f"one cut: at most {cut:g}, or above") if share >= by_value[0] else by_value
-
-
-def _share_by_value(keys: list, labels: list[str]) -> float:
-    """The share of rows whose label is the most common label of the rows of their key. A key of one row tells nothing
-    of its label: that row counts as labelled by the most common label of all rows."""
-    pairs = Counter(zip(keys, labels, strict=True))
-    rows_of = Counter(keys)
-    top, _ = Counter(labels).most_common(1)[0]
-    right: dict = {}
-    for (key, label), count in pairs.items():
-        if rows_of[key] > 1:
-            right[key] = max(right.get(key, 0), count)
-        elif label == top:
-            right[key] = 1
-    return sum(right.values()) / len(labels)
-
-
-def _best_cut(numbers: list[float], labels: list[str]) -> tuple[float, float]:
-    """The share of rows labelled right by the best cut of `numbers` (each side labelled by its most common label),
-    and the cut (the highest number at or below it)."""
-    order = sorted(range(len(numbers)), key=numbers.__getitem__)
-    values = [numbers[row] for row in order]
-    ordered = [labels[row] for row in order]
-    before = _majority_counts(ordered)  # before[i]: rows of the most common label among the first i
-    after = _majority_counts(ordered[::-1])[::-1]  # after[i]: among the rows from i on
-    cuts = [(before[i] + after[i], values[i - 1]) for i in range(1, len(values)) if values[i] != values[i - 1]]
-    right, cut = max(cuts, default=(after[0], values[-1]))
-    return right / len(values), cut
-
-
-def _majority_counts(labels: list[str]) -> list[int]:
-    """[0, then for each i the rows of the most common label among labels[:i]]."""
-    counts: Counter = Counter()
-    best, found = 0, [0]
-    for label in labels:
-        counts[label] += 1
-        best = max(best, counts[label])
-        found.append(best)
-    return found
-
-
-def _number(cell: str | None) -> float | None:
-    """A cell as the finite number ingest reads, or None (missing, not a number, infinite, NaN)."""
-    if cell is None or not is_number(cell):
-        return None
-    value = float(cell)
-    return value if math.isfinite(value) else None
-
-
-def _as_the_model_reads(column: Column) -> list[float]:
-    """Each sampled row's number, a missing one as the mean (as Transform fills a numeric feature)."""
-    numbers = [_number(cell) for cell in column.cells]
-    present = [value for value in numbers if value is not None]
-    mean = statistics.fmean(present) if present else 0.0
-    return [mean if value is None else value for value in numbers]
-
-
-def _rank_correlation(xs: list[float], ys: list[float]) -> float:
-    """Spearman's rank correlation (ties share their mean rank); 0 when either side holds one value."""
-    try:
-        return statistics.correlation(_ranks(xs), _ranks(ys))
-    except statistics.StatisticsError:
-        return 0.0
-
-
-def _ranks(values: list[float]) -> list[float]:
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for row in order[start:end + 1]:
-            ranks[row] = (start + end) / 2
-        start = end + 1
-    return ranks
 
 
 # --- the threshold -----------------------------------------------------------------------------
@@ -380,22 +252,17 @@ def _threshold(target: Column, task: str) -> tuple[str, dict[str, float], str, s
         label_note = f"{len(counts)} classes"
         if share >= SKEWED_SHARE:
             rarer = "the rarer class" if len(counts) <= 2 else "each class, averaged over the classes,"
-            return ("auc", {"lower_bound": SKEWED_AUC}, f"{top!r} is {_percent(share)} of rows, so accuracy would count "
+            return ("auc", {"lower_bound": SKEWED_AUC}, f"{top!r} is {percent(share)} of rows, so accuracy would count "
                     f"that class alone: auc ranks {rarer} against the others (0.5: no better than chance)", label_note)
         bound = math.ceil(share * 100) / 100
         return ("accuracy", {"lower_bound": bound}, f"better than always predicting {top!r} ({share:.0%} of rows)",
                 label_note)
-    values = [value for value in map(_number, target.cells) if value is not None]
+    values = [value for value in map(finite_number, target.cells) if value is not None]
     median = statistics.median(values)
     baseline = sum(abs(value - median) for value in values) / len(values)
     return ("mean_absolute_error", {"upper_bound": _round_up(baseline)},
             f"better than always predicting the median {median:.4g}",
             f"numeric, {min(values):.4g} to {max(values):.4g}")
-
-
-def _percent(share: float) -> str:
-    """A share as a percentage that never rounds up to a whole (99.96% is `99.9%`, not `100%`)."""
-    return f"{math.floor(share * 1000 + 1e-9) / 10:g}%"  # + 1e-9: a share a rounding error below a tenth
 
 
 def _round_up(value: float) -> float:
