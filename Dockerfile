@@ -47,8 +47,9 @@ RUN mkdir -p /opt/dtfx/data \
 
 # Fail the build, not the first run, if a step's code cannot be imported here. The suite runs this very line in its
 # environment and checks that it names every module a compiled pipeline starts (tests/test_image.py); boto3 and
-# google-cloud-storage, which dtfx.components.buckets imports only when a step first reads a bucket, too.
-RUN python -c "import dtfx.components.kfp_entrypoint, dtfx.components.data_fingerprint, dtfx.components.baseline_model.serving_fingerprint, dtfx.components.run_results.step, dtfx.components.example_gen.executor, dtfx.components.statistics.executor, dtfx.components.reference_schema.executor, dtfx.components.anomaly_gate.executor, dtfx.components.transform.executor, dtfx.components.transform.preprocessing, dtfx.components.trainer.run_fn, dtfx.components.trainer.worker, dtfx.components.baseline_model.executor, dtfx.components.evaluator.executor, dtfx.components.pusher.executor, dtfx.components.buckets, boto3, google.cloud.storage, dtfx.pipeline.config"
+# google-cloud-storage, which dtfx.components.buckets imports only when a step first reads a bucket, and ydf, which a
+# forest's Trainer (trainer.model gradient_boosted_trees) imports only when it trains, too.
+RUN python -c "import dtfx.components.kfp_entrypoint, dtfx.components.data_fingerprint, dtfx.components.baseline_model.serving_fingerprint, dtfx.components.run_results.step, dtfx.components.example_gen.executor, dtfx.components.statistics.executor, dtfx.components.reference_schema.executor, dtfx.components.anomaly_gate.executor, dtfx.components.transform.executor, dtfx.components.transform.preprocessing, dtfx.components.trainer.run_fn, dtfx.components.trainer.worker, dtfx.components.baseline_model.executor, dtfx.components.evaluator.executor, dtfx.components.pusher.executor, dtfx.components.buckets, boto3, google.cloud.storage, ydf, dtfx.pipeline.config"
 
 WORKDIR /opt/dtfx
 # Kubeflow starts every step with the command of the compiled spec (python -m dtfx.components.kfp_entrypoint ...);

@@ -423,6 +423,18 @@ ClassWeights = Annotated[
 ]
 
 
+# The trainer keys a forest (trainer.model gradient_boosted_trees) has no use for, each with what takes its place: set,
+# they would be silently ignored.
+FOREST_IGNORES = {
+    "train_steps": "a forest grows at most model.num_trees trees, and stops early on model.validation_ratio of the "
+                   "train split",
+    "learning_rate": "its counterpart for trees is model.shrinkage",
+    "steps_per_execution": "trees are grown on all training rows at once, not in steps",
+    "evaluation": "the boosting is evaluated on model.validation_ratio of the train split",
+    "debug": "its switches watch a network's steps and replicas",
+}
+
+
 class TrainerSection(Section):
     model: ModelSection = Field(
         default_factory=MODEL_TYPES.get("dnn").options,
@@ -501,6 +513,23 @@ class TrainerSection(Section):
             raise ValueError(f"evaluation.every_steps {every} does not divide train_steps {self.train_steps}: "
                              "training runs in rounds of equal length, each ending with an evaluation")
         return self
+
+    @model_validator(mode="after")
+    def _forest_grows_in_one_process(self) -> TrainerSection:
+        entry = model_type_of(self.model)
+        if entry.trains_as != "forest":
+            return self
+        distribution = self.distribution
+        if STRATEGIES.get(distribution.strategy).processes != "one" or distribution.devices not in ("auto", 1):
+            raise ValueError(f"model {entry.name} grows its trees in the Trainer's own process, on every core of it "
+                             f"(not in replicas or workers): distribution.strategy {distribution.strategy} with "
+                             f"devices {distribution.devices} cannot train it (use strategy default, or leave "
+                             "distribution out)")
+        for key, why in FOREST_IGNORES.items():
+            if key in self.model_fields_set:
+                raise ValueError(f"model {entry.name} does not read {key}: {why} (remove {key})")
+        return self
+
 
 
 class Threshold(Section):

@@ -86,7 +86,11 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
         print(f"ingest: {summary.skipped_bad_images:,} row(s) left out for a bad image (data.on_bad_image: skip; "
               f"which and why: {summary.log})")
     trainer = summary.trainer
-    if trainer:
+    if trainer and trainer.forest:
+        forest = trainer.forest
+        print(f"trainer: {forest['trees']} trees in {trainer.seconds:.1f} s on {forest['examples']:,} rows; "
+              f"{forest['stopped']}")
+    elif trainer:
         if trainer.parameter_servers:
             where = f"{trainer.processes} worker(s), {trainer.parameter_servers} parameter server(s)"
         else:

@@ -56,6 +56,27 @@ class EmbeddingLstmModel(ModelOptions):
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout rate before the output layer.")
 
 
+class GradientBoostedTreesModel(ModelOptions):
+    type: Literal["gradient_boosted_trees"] = Field(
+        "gradient_boosted_trees", description="Gradient-boosted decision trees (YDF) over numeric and categorical features."
+    )
+    num_trees: PositiveInt = Field(
+        300, le=10_000, description="Boosting iterations at most (a tree each, one per class for more than two "
+        "classes); early stopping on validation_ratio of the train split usually stops sooner."
+    )
+    max_depth: PositiveInt = Field(6, le=30, description="Depth of each tree (a tree of depth 1 is one split).")
+    shrinkage: float = Field(
+        0.1, gt=0.0, le=1.0, description="Learning rate of the boosting: each tree's output is scaled by it."
+    )
+    min_examples: PositiveInt = Field(5, description="Training examples a leaf holds at least.")
+    subsample: float = Field(1.0, gt=0.0, le=1.0, description="Share of the training examples each tree is grown on.")
+    l2_regularization: float = Field(0.0, ge=0.0, description="L2 penalty on the leaf values.")
+    validation_ratio: float = Field(
+        0.1, ge=0.0, lt=1.0, description="Share of the train split held out to stop the boosting when its loss stops "
+        "falling (the trees after the best iteration are dropped); 0 grows num_trees trees."
+    )
+
+
 class UserModel(ModelOptions):
     module: str = Field(
         pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$",
@@ -69,11 +90,14 @@ class UserModel(ModelOptions):
 class ModelType:
     name: str
     options: type[ModelOptions]  # the trainer.model section of this type
-    build: str | None  # dotted path of the builder; None: the user's function named by the `module` option
+    build: str | None  # dotted path of the builder; None: the user's function named by `module`, or a forest (grown, not built)
     description: str
     # Feature kinds the model can read (of numeric, categorical, image, text), and those it needs one feature of.
     reads: frozenset[str] = frozenset({"numeric", "categorical"})
     needs: frozenset[str] = frozenset()
+    # How the Trainer trains it: `network`, a Keras model under tf.distribute (`build` names its builder); `forest`,
+    # decision trees grown in the Trainer's own process (dtfx.components.trainer.forest).
+    trains_as: Literal["network", "forest"] = "network"
 
     def build_model(self, options: dict[str, Any], numeric: list[str], categorical: dict[str, int], num_outputs: int,
                     images: dict[str, tuple[int, int, int]] | None = None, text: dict[str, tuple[int, int]] | None = None):
@@ -99,6 +123,11 @@ MODEL_TYPES.register(
     ModelType("embedding_lstm", EmbeddingLstmModel, "dtfx.components.trainer.training.model.build_embedding_lstm",
               "Token embedding and LSTM over text features (features.text), tabular features joined before the output.",
               reads=TABULAR | {"text"}, needs=frozenset({"text"}))
+)
+MODEL_TYPES.register(
+    ModelType("gradient_boosted_trees", GradientBoostedTreesModel, None,
+              "Gradient-boosted decision trees (YDF), grown in one process and saved as plain TensorFlow ops.",
+              trains_as="forest")
 )
 MODEL_TYPES.register(ModelType("user", UserModel, None, "Your own build_fn, named by `module`.",
                                reads=TABULAR | {"image", "text"}))

@@ -31,11 +31,13 @@ from absl import logging
 
 from dtfx.components import compat
 from dtfx.components.errors import TrainingError
+from dtfx.components.registry.models import MODEL_TYPES
 from dtfx.components.registry.strategies import STRATEGIES
 from dtfx.components.trainer.debugging import numerics
 from dtfx.components.trainer.debugging.agreement import AgreementCallback, AgreementCheck
 from dtfx.components.trainer.debugging.replica_stats import ReplicaRecorder, ReplicaSeries, ReplicaStatsCallback
 from dtfx.components.trainer.distributed import cluster, local_cluster, sidecar
+from dtfx.components.trainer.forest import train as forest
 from dtfx.components.trainer.job import TrainingJob
 from dtfx.components.trainer.kubernetes import training as kubernetes_training
 from dtfx.components.trainer.options import TrainerOptions
@@ -56,7 +58,9 @@ def run_fn(fn_args) -> None:
     """
     job = TrainingJob.from_fn_args(fn_args)
     options = TrainerOptions.from_dict(job.custom_config)
-    if cluster.needs_processes(options.distribution) and kubernetes_training.through_kubernetes_job(options):
+    if MODEL_TYPES.get(options.model_type).trains_as == "forest":
+        forest.train(job, options)
+    elif cluster.needs_processes(options.distribution) and kubernetes_training.through_kubernetes_job(options):
         kubernetes_training.train(job, options)
     elif cluster.needs_processes(options.distribution) and kubernetes_training.rehearsed_through_store(options):
         kubernetes_training.train_here_through_store(job, options)

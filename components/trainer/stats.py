@@ -40,6 +40,8 @@ class TrainStats:
     all_reduce_wait_seconds: list[float] = dataclasses.field(default_factory=list)
     agreement: str = ""  # trainer.debug.check_agreement: the outcome (a disagreement fails the training instead)
     input_cache: str = ""  # whether the training examples were kept in memory, and why (dataset.cache_decision)
+    # A forest (trainer.model gradient_boosted_trees): trees, iterations, examples, and how the boosting stopped.
+    forest: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def sharded_variables(self) -> dict[str, list[str]]:
         """The variables split across parameter servers, each with the server of each shard."""
@@ -48,12 +50,15 @@ class TrainStats:
     def figures(self) -> dict[str, Any]:
         """Every figure but the per-epoch history; with several workers, each worker's files in a line; with
         parameter servers, where each variable lives."""
-        lists = ("history", "worker_files", "variable_servers", "cluster", "replica_stats", "all_reduce_wait_seconds")
+        lists = ("history", "worker_files", "variable_servers", "cluster", "replica_stats", "all_reduce_wait_seconds",
+                 "forest")
         figures = {key: value for key, value in dataclasses.asdict(self).items() if key not in lists}
         for optional in ("input_sharding", "agreement", "input_cache"):
             if not figures[optional]:
                 figures.pop(optional)
         figures.update(self.replica_figures())
+        if self.forest:
+            figures.update(trees=self.forest["trees"], boosting=self.forest["stopped"])
         if self.cluster:
             figures["cluster"] = ", ".join(f"{role} × {count}" for role, count in self.cluster.items())
         if self.processes > 1:
