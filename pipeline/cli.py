@@ -96,7 +96,16 @@ def _validate(args) -> int:
     print(f"{args.config}: valid (pipeline {config.pipeline.name!r}, data {config.data.path})")
     for note in config.notes():
         print(f"note: {note}")
+    _print_data_warnings(args.config, config)
     return 0
+
+
+def _print_data_warnings(config_path: str, config) -> None:
+    """The warnings about the data (data_warnings.py): what to know before training, not a reason to stop."""
+    from dtfx.pipeline.data_warnings import data_warnings
+
+    for warning in data_warnings(config_path, config):
+        print(f"warning: {warning}", flush=True)
 
 
 def _run(args) -> int:
@@ -118,6 +127,7 @@ def _run_config(config, args) -> int:
     print(f"dtfx: running pipeline {config.pipeline.name!r}" + (f" until {args.until}" if args.until else ""), flush=True)
     for note in config.notes():
         print(f"note: {note}", flush=True)
+    _print_data_warnings(args.config, config)
     summary = run_local(config, until=args.until, verbose=args.verbose, progress=console.live_stages)
     console.print_summary(summary, resume_command=_resume_command(args))
     print(f"report: {build_report(summary.run_dir)}", flush=True)

@@ -9,6 +9,8 @@ returns None (or an empty result) for a missing artifact: a run may stop at any 
 from __future__ import annotations
 
 import glob
+import gzip
+import itertools
 import os
 import struct
 from collections.abc import Iterator
@@ -18,6 +20,7 @@ from typing import Any
 from dtfx.components.names import LABEL_VOCABULARY, TRAIN_STAGE
 from dtfx.components.trainer.stats import TrainStats
 from dtfx.pipeline.run_summary import RunSummary
+from dtfx.pipeline.starter.sample import Column
 
 SAVED_MODEL_FILE = "saved_model.pb"
 SERVING_SUBDIR = "Format-Serving"  # where TFX's Trainer puts the SavedModel inside a Model artifact
@@ -53,6 +56,56 @@ def read_statistics(uri: str) -> list[tuple[str, Any]]:
             splits.append((split, dataset))
     order = {"train": 0, "eval": 1}
     return sorted(splits, key=lambda item: (order.get(item[0], 2), item[0]))
+
+
+# --- examples --------------------------------------------------------------------------------
+
+
+def read_examples(uri: str, split: str, rows: int) -> tuple[list[Column], int]:
+    """The columns of the first `rows` tf.Examples of split `split` of an Examples artifact (ingest's gzipped TFRecord
+    shards, `Split-<split>/*.gz`, shard by shard), each row's value as text as a CSV cell holds it, None where the
+    example has none; a feature of more than one value in a row is a column of lists. And how many were read.
+
+    tfx_bsl's decoder (C++, no TensorFlow) reads them into Arrow: int64, float and bytes lists."""
+    from tfx_bsl.coders import example_coder
+
+    records: list[bytes] = []
+    for path in sorted(glob.glob(os.path.join(uri, f"Split-{split}", "*.gz"))):
+        records += itertools.islice(_gzip_records(path), rows - len(records))
+        if len(records) == rows:
+            break
+    if not records:
+        return [], 0
+    batch = example_coder.ExamplesToRecordBatchDecoder().DecodeBatch(records)
+    where = os.path.join(uri, f"Split-{split}")
+    columns = []
+    for name, array in zip(batch.schema.names, batch.columns, strict=True):
+        values = array.to_pylist()
+        lists = any(value is not None and len(value) > 1 for value in values)
+        cells = [None if not value else _cell(value[0]) for value in values]
+        stored = _EXAMPLE_KINDS.get(str(array.type.value_type))
+        columns.append(Column(name, cells, where, None, stored, lists))
+    return columns, len(records)
+
+
+# A tf.Example list's type (as Arrow decodes it) as the kind of a Parquet column (starter/sample.py's `stored`).
+_EXAMPLE_KINDS = {"int64": "int", "float": "float", "binary": "bytes", "large_binary": "bytes"}
+
+
+def _cell(value) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _gzip_records(path: str) -> Iterator[bytes]:
+    """The records of a gzipped TFRecord file, read as they are needed (framing as in `_tfrecords`); a truncated last
+    record ends them."""
+    with gzip.open(path, "rb") as handle:
+        while len(header := handle.read(12)) == 12:
+            (length,) = struct.unpack_from("<Q", header)
+            data = handle.read(length + 4)
+            if len(data) < length + 4:
+                return
+            yield data[:length]
 
 
 # --- training --------------------------------------------------------------------------------

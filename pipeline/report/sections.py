@@ -12,6 +12,7 @@ import yaml
 
 from dtfx.components.names import PREDICT_STAGE, PUSH_STAGE, STAGES, STATISTICS_OUTPUT, STATISTICS_STAGE
 from dtfx.pipeline.report import artifacts, svg
+from dtfx.pipeline.report.leaks import leak_warnings
 from dtfx.pipeline.report.markup import badge, esc, not_run, section, table, unavailable
 from dtfx.pipeline.report.svg import fmt
 from dtfx.pipeline.run_summary import RunSummary
@@ -124,7 +125,7 @@ def statistics_section(summary: RunSummary) -> str:
     splits = artifacts.read_statistics(uri)
     if not splits:
         return unavailable("statistics", title, f"no Split-*/FeatureStats.pb in {uri}")
-    body = ""
+    body = _leaks_html(summary)
     for index, (split, dataset) in enumerate(splits):
         rows = [_feature_row(feature, dataset.num_examples) for feature in sorted(dataset.features, key=_feature_name)]
         heading = f"{esc(split)} split: {esc(fmt(dataset.num_examples))} examples"
@@ -132,6 +133,16 @@ def statistics_section(summary: RunSummary) -> str:
         body += f"<details{' open' if index == 0 else ''}><summary><h3>{heading}</h3></summary>"
         body += table(["feature", "type", "count", "missing", "summary", "distribution"], rows, "stats") + "</details>"
     return section("statistics", title, body)
+
+
+def _leaks_html(summary: RunSummary) -> str:
+    """A warning for each feature that gives the label away in the training split (report/leaks.py); a split that
+    cannot be read says so, and costs the section nothing else."""
+    try:
+        warnings = leak_warnings(summary)
+    except Exception as error:  # a damaged shard: the statistics still show
+        return f'<p class="warning">The label-leak check could not read the training split: {esc(error)}</p>'
+    return "".join(f'<p class="warning">Label leak: {esc(warning)}</p>' for warning in warnings)
 
 
 def config_section(summary: RunSummary) -> str:

@@ -70,6 +70,29 @@ def write_statistics(directory: Path) -> Path:
     return directory
 
 
+def write_examples(directory: Path, columns: dict[str, list], split: str = "train", shards: int = 2) -> Path:
+    """An Examples artifact as ingest writes it: split `split` as `shards` gzipped TFRecord files of tf.Examples, the
+    rows dealt in turn. Each column is a list of one value per row (int, float or str; None: the example has none)."""
+    import gzip
+
+    import pyarrow as pa
+    from tfx_bsl.coders import example_coder
+
+    types = {int: pa.int64(), float: pa.float32(), str: pa.binary()}
+    arrays = []
+    for values in columns.values():
+        kind = types[type(next(value for value in values if value is not None))]
+        cells = [None if value is None else [value.encode() if isinstance(value, str) else value] for value in values]
+        arrays.append(pa.array(cells, pa.list_(kind)))
+    examples = example_coder.RecordBatchToExamplesEncoder().encode(pa.RecordBatch.from_arrays(arrays, list(columns)))
+    split_dir = directory / f"Split-{split}"
+    split_dir.mkdir(parents=True, exist_ok=True)
+    for shard in range(shards):
+        with gzip.open(split_dir / f"data_tfrecord-{shard:05d}-of-{shards:05d}.gz", "wb") as handle:
+            handle.write(b"".join(_record(example) for example in examples[shard::shards]))
+    return directory
+
+
 def _record(data: bytes) -> bytes:
     # TFRecord framing; the report's reader does not check the CRCs, so zeros do.
     return struct.pack("<Q", len(data)) + b"\0" * 4 + data + b"\0" * 4

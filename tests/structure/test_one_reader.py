@@ -20,6 +20,9 @@ READER_MODULE = "pipeline/file_checks.py"
 READERS = {"csv.reader": "csv_sample", "gzip.open": "_open_csv"}
 OPENERS = (*READERS, "csv.DictReader", "gzip.GzipFile", "pyarrow.csv.read_csv", "pyarrow.csv.open_csv")
 GZIP_RULE = "endswith('.gz')"
+# Not a data file's reader: the report's of ingest's own output shards, gzipped whatever the data was (ingest's
+# FILE_FORMAT, tfrecords_gzip), read without TensorFlow for the training split's label-leak check.
+ARTIFACT_READERS = {"pipeline/report/artifacts.py:_gzip_records: gzip.open"}
 
 
 def dotted(node: ast.expr, names: dict[str, str]) -> str | None:
@@ -71,7 +74,7 @@ def test_only_the_one_reader_opens_csv_data_in_the_pipeline_layer():
     found = {f"{path.relative_to(ROOT)}:{function}: {what}"
              for path in sorted((ROOT / "pipeline").rglob("*.py"))
              for function, what in csv_openers(path.read_text())}
-    assert found == {f"{READER_MODULE}:{function}: {what}" for what, function in READERS.items()}
+    assert found == {f"{READER_MODULE}:{function}: {what}" for what, function in READERS.items()} | ARTIFACT_READERS
 
 
 def test_the_scan_finds_each_kind_of_opener_however_imported():
