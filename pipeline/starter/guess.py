@@ -22,7 +22,8 @@ from dtfx.pipeline.starter.leaks import finite_number, leak_figure, percent
 from dtfx.pipeline.starter.sample import Column, number_kind
 
 # The task: a label of whole numbers with at most MAX_CLASSES values (and at most one value per two rows) is a class;
-# other numbers are a quantity (a regression); text is a class.
+# other numbers are a quantity (a regression); text is a class. The one rule of when numbers are a quantity: validate
+# warns of a classification label of more than MAX_CLASSES distinct numbers (pipeline/data_warnings.py).
 MAX_CLASSES = 20
 
 # Identifier-like columns, measured on a column's sampled values, at least ID_MIN_ROWS of them (fewer say little of a
