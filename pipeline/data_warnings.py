@@ -53,14 +53,10 @@ def data_warnings(config_path: str, config: Config) -> list[Problem]:
         figure = leak_figure(by_name[name], kind == NUMERIC, target, config.data.task)
         if not figure:
             continue
-        if features.numeric is None and features.categorical is None:
-            path, advice = "features", ("list the features under features.numeric and features.categorical without it "
-                                        "(they are inferred now: every column but the label), unless it is known before "
-                                        "the prediction")
-        else:
-            path = f"features.{kind}.{getattr(features, kind).index(name)}"
-            advice = f"remove it from features.{kind} unless it is known before the prediction"
-        found.append(Problem(path, leak_warning(name, target.name, figure, files[0], advice), line_of(path, lines)))
+        inferred = features.numeric is None and features.categorical is None
+        path = "features" if inferred else f"features.{kind}.{getattr(features, kind).index(name)}"
+        warning = leak_warning(name, target.name, figure, files[0], None if inferred else kind)
+        found.append(Problem(path, warning, line_of(path, lines)))
     return found
 
 
@@ -102,9 +98,15 @@ def model_features(kinds: Mapping[str, str | None], label: str, weight: str | No
     return {name: kind for name, kind in listed.items() if name in kinds}
 
 
-def leak_warning(feature: str, label: str, figure: str, where: str, advice: str) -> str:
+def leak_warning(feature: str, label: str, figure: str, where: str, listed_under: str | None) -> str:
     """The words of a leak warning, the same at validate and in the report: the feature, the label, the figure
-    (leaks.leak_figure) and where it was measured, why it matters, and `advice`."""
+    (leaks.leak_figure) and where it was measured, why it matters, and what to do: remove it from the list it is
+    `listed_under` (numeric or categorical), or, None, from the features inferred."""
+    if listed_under:
+        advice = f"remove it from features.{listed_under}"
+    else:
+        advice = ("list the features under features.numeric and features.categorical without it (with neither listed, "
+                  "they are every column but the label and data.weight),")
     return (f"{feature!r} gives the label {label!r} away: {figure} (in {where}). A column recorded with the label or "
             "after it is missing when a prediction is made, and a model that reads it looks better than it will be: "
-            f"{advice}")
+            f"{advice} unless it is known before the prediction")

@@ -112,8 +112,9 @@ def test_inferred_features_are_every_column_but_the_label_and_the_weight(tmp_pat
     warnings = validate(config(tmp_path, data, "churned", data_keys="  weight: w\n"), capsys)
     assert_lines_begin(warnings, ["warning: features: 'refund' gives the label 'churned' away: by itself it labels 100% "
                                   "of the 200 sampled rows right (one cut: at most 0, or above)"])
-    assert warnings[0].endswith(": list the features under features.numeric and features.categorical without it (they "
-                                "are inferred now: every column but the label), unless it is known before the prediction")
+    assert warnings[0].endswith(": list the features under features.numeric and features.categorical without it (with "
+                                "neither listed, they are every column but the label and data.weight), unless it is "
+                                "known before the prediction")
     # Listed without refund, the model does not read it: nothing to warn of.
     listed = "features:\n  numeric: [x]\n  categorical: [colour]\n"
     assert validate(config(tmp_path, data, "churned", listed, "  weight: w\n"), capsys) == []

@@ -13,7 +13,7 @@ import gzip
 import itertools
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,10 +61,10 @@ def read_statistics(uri: str) -> list[tuple[str, Any]]:
 # --- examples --------------------------------------------------------------------------------
 
 
-def read_examples(uri: str, split: str, rows: int) -> tuple[list[Column], int]:
-    """The columns of the first `rows` tf.Examples of split `split` of an Examples artifact (ingest's gzipped TFRecord
-    shards, `Split-<split>/*.gz`, shard by shard), each row's value as text as a CSV cell holds it, None where the
-    example has none; a feature of more than one value in a row is a column of lists. And how many were read.
+def read_examples(uri: str, split: str, rows: int, skip: Collection[str] = ()) -> tuple[list[Column], int]:
+    """The columns but `skip` of the first `rows` tf.Examples of split `split` of an Examples artifact (ingest's gzipped
+    TFRecord shards, `Split-<split>/*.gz`, shard by shard), each row's value as text as a CSV cell holds it, None where
+    the example has none; a feature of more than one value in a row is a column of lists. And how many were read.
 
     tfx_bsl's decoder (C++, no TensorFlow) reads them into Arrow: int64, float and bytes lists."""
     from tfx_bsl.coders import example_coder
@@ -80,6 +80,8 @@ def read_examples(uri: str, split: str, rows: int) -> tuple[list[Column], int]:
     where = os.path.join(uri, f"Split-{split}")
     columns = []
     for name, array in zip(batch.schema.names, batch.columns, strict=True):
+        if name in skip:  # images: their bytes would be decoded as text for nothing
+            continue
         values = array.to_pylist()
         lists = any(value is not None and len(value) > 1 for value in values)
         cells = [None if not value else _cell(value[0]) for value in values]

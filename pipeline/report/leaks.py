@@ -26,26 +26,22 @@ def leak_warnings(summary: RunSummary) -> list[str]:
     label = data.get("label")
     if not uri or not isinstance(label, str):
         return []
-    columns, read = artifacts.read_examples(uri, TRAIN_SPLIT, SAMPLE_ROWS)
+    features = summary.config.get("features") or {}
+    others = [feature.get("name") for kind in ("image", "text") for feature in features.get(kind) or []]
+    columns, read = artifacts.read_examples(uri, TRAIN_SPLIT, SAMPLE_ROWS, skip={*others} - {label})
     by_name = {column.name: column for column in columns}
     target = by_name.get(label)
     if target is None:
         return []
     task = data.get("task") or DataSection.model_fields["task"].default
-    features = summary.config.get("features") or {}
-    others = [feature.get("name") for kind in ("image", "text") for feature in features.get(kind) or []]
     numeric, categorical = features.get("numeric"), features.get("categorical")
     kinds = {column.name: column_kind(column) for column in columns}
     read_by_model = model_features(kinds, label, data.get("weight"), numeric, categorical, others)
     measured = f"the first {read:,} examples of the {TRAIN_SPLIT} split"
-    if numeric is None and categorical is None:
-        advice = ("list the features under features.numeric and features.categorical without it (this run inferred "
-                  "them: every column but the label), unless it is known before the prediction")
-    else:
-        advice = "remove it from features.{kind} unless it is known before the prediction"
+    inferred = numeric is None and categorical is None
     warnings = []
     for name, kind in read_by_model.items():
         figure = leak_figure(by_name[name], kind == NUMERIC, target, task)
         if figure:
-            warnings.append(leak_warning(name, label, figure, measured, advice.format(kind=kind)))
+            warnings.append(leak_warning(name, label, figure, measured, None if inferred else kind))
     return warnings

@@ -50,8 +50,8 @@ def test_a_feature_that_gives_the_label_away_in_the_training_split_is_a_warning_
         "sampled rows right (one cut: at most 0, or above), where always predicting &#x27;no&#x27; labels 60% (in the "
         "first 200 examples of the train split). A column recorded with the label or after it is missing when a "
         "prediction is made, and a model that reads it looks better than it will be: list the features under "
-        "features.numeric and features.categorical without it (this run inferred them: every column but the label), "
-        "unless it is known before the prediction"]
+        "features.numeric and features.categorical without it (with neither listed, they are every column but the label "
+        "and data.weight), unless it is known before the prediction"]
     listed = statistics_section(report_of(tmp_path / "listed", churn_columns(), {"numeric": ["x", "refund"]}))
     assert "remove it from features.numeric unless it is known before the prediction</p>" in listed
 
