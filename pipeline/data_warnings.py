@@ -15,12 +15,11 @@ from dtfx.components.registry.formats import format_of
 from dtfx.pipeline import file_checks
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import Problem, UserError
-from dtfx.pipeline.starter.guess import MAX_CLASSES
+from dtfx.pipeline.starter.guess import CATEGORICAL, MAX_CLASSES, NUMERIC
 from dtfx.pipeline.starter.leaks import leak_figure
 from dtfx.pipeline.starter.sample import Column, read_sample
 from dtfx.pipeline.yaml_source import line_of, parse_yaml, read_text
 
-NUMERIC, CATEGORICAL = "numeric", "categorical"  # the kinds of features the leak rule measures (features.numeric, ...)
 SHOWN_CLASSES = 3  # numbers of a label of many classes that its warning shows
 
 
@@ -47,7 +46,7 @@ def data_warnings(config_path: str, config: Config) -> list[Problem]:
         found.append(Problem(path, many, line_of(path, lines)))
     features = config.features
     kinds = {column.name: column_kind(column) for column in columns}
-    others = [feature.name for feature in features.image + features.text]
+    others = [name for kind, names in features.listed().items() if kind not in (NUMERIC, CATEGORICAL) for name in names]
     read = model_features(kinds, config.data.label, config.data.weight, features.numeric, features.categorical, others)
     for name, kind in read.items():
         figure = leak_figure(by_name[name], kind == NUMERIC, target, config.data.task)
@@ -89,8 +88,8 @@ def column_kind(column: Column) -> str | None:
 def model_features(kinds: Mapping[str, str | None], label: str, weight: str | None, numeric: list[str] | None,
                    categorical: list[str] | None, others: list[str]) -> dict[str, str]:
     """{column: numeric or categorical} of the features the model reads among the columns of `kinds`: the config's
-    lists; or, when it lists neither, every column but the label, the weight and the `others` (image and text
-    features), of the kind ingest stores it as (components/transform/preprocessing.feature_kinds)."""
+    lists; or, when it lists neither, every column but the label, the weight and the `others` (the features of other
+    kinds: image, text), of the kind ingest stores it as (components/transform/preprocessing.feature_kinds)."""
     if numeric is None and categorical is None:
         skip = {label, weight, *others}
         return {name: kind for name, kind in kinds.items() if kind and name not in skip}

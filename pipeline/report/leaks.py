@@ -11,10 +11,11 @@ from __future__ import annotations
 from dtfx.components.example_gen.labels import TRAIN_SPLIT
 from dtfx.components.names import EXAMPLES_OUTPUT, INGEST_STAGE
 from dtfx.pipeline.config import DataSection
-from dtfx.pipeline.data_warnings import NUMERIC, column_kind, leak_warning, model_features
+from dtfx.pipeline.data_warnings import column_kind, leak_warning, model_features
 from dtfx.pipeline.file_checks import SAMPLE_ROWS
 from dtfx.pipeline.report import artifacts
 from dtfx.pipeline.run_summary import RunSummary
+from dtfx.pipeline.starter.guess import CATEGORICAL, NUMERIC
 from dtfx.pipeline.starter.leaks import leak_figure
 
 
@@ -27,7 +28,8 @@ def leak_warnings(summary: RunSummary) -> list[str]:
     if not uri or not isinstance(label, str):
         return []
     features = summary.config.get("features") or {}
-    others = [feature.get("name") for kind in ("image", "text") for feature in features.get(kind) or []]
+    others = [feature.get("name") if isinstance(feature, dict) else feature for kind, listed in features.items()
+              if kind not in (NUMERIC, CATEGORICAL) and isinstance(listed, list) for feature in listed]
     columns, read = artifacts.read_examples(uri, TRAIN_SPLIT, SAMPLE_ROWS, skip={*others} - {label})
     by_name = {column.name: column for column in columns}
     target = by_name.get(label)
