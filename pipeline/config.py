@@ -432,6 +432,10 @@ FOREST_IGNORES = {
     "steps_per_execution": "trees are grown on all training rows at once, not in steps",
     "evaluation": "the boosting is evaluated on model.validation_ratio of the train split",
     "debug": "its switches watch a network's steps and replicas",
+    "early_stopping": "a forest stops early on model.validation_ratio of the train split",
+    "eval_steps": "the boosting is evaluated on model.validation_ratio of the train split",
+    "batch_size": "trees are grown on all training rows at once, not in batches",
+    "input": "the training rows are read once, in file order, into memory",
 }
 
 

@@ -502,7 +502,7 @@ def test_every_pattern_has_plain_words_for_its_message():
 @pytest.mark.parametrize(("overrides", "expected"), [
     (["trainer.model={type: dnn, dropout: 2}"], ["trainer.model.dropout (line N): should be less than 1, not 2"]),
     (["trainer.model.hidden_units=[8, 0]"], ["trainer.model.hidden_units.1 (line N): should be greater than 0, not 0"]),
-    (["trainer.model.type=rnn"], ["trainer.model.type (line N): 'rnn' is not a model type: use dnn, cnn, embedding_lstm, "
+    (["trainer.model.type=rnn"], ["trainer.model.type (line N): 'rnn' is not a model type: use dnn, cnn, embedding_lstm, gradient_boosted_trees, "
                                   "or give module (your own build_fn) instead of type"]),
     (["trainer.model={module: not a path}"],
      ["trainer.model.module (line N): 'not a path' is not a dotted path to a function, module first, such as "

@@ -18,6 +18,7 @@ from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.loader import load_config
 from dtfx.pipeline.starter.command import add_command, write_starter
 from dtfx.pipeline.starter.guess import guess
+from dtfx.pipeline.starter.model_choice import left_out_keys
 from dtfx.pipeline.starter.render import COMMENTS, key_comment
 from dtfx.pipeline.starter.sample import read_sample
 
@@ -88,8 +89,14 @@ def test_label_option_picks_another_column(mixed_csv, tmp_path):
     assert config.data.label == "city" and "kind" in config.features.categorical
 
 
-def test_every_key_of_the_config_model_is_written_with_a_comment(mixed_csv, tmp_path):
-    lines = open(write_starter("homes", str(mixed_csv), str(tmp_path / "h.yaml"))).read().splitlines()
+@pytest.mark.parametrize("model", ["dnn", "gradient_boosted_trees"])
+def test_every_key_the_model_reads_is_written_with_a_comment(mixed_csv, tmp_path, model):
+    lines = open(write_starter("homes", str(mixed_csv), str(tmp_path / "h.yaml"), model=model)).read().splitlines()
+    left_out = left_out_keys(model)  # for trees: the network's keys, which a forest's config refuses
+    assert bool(left_out) == (model == "gradient_boosted_trees")
+    start = lines.index("trainer:")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i] and not lines[i].startswith(" "))
+    trainer_keys = {line.split(":")[0] + ":" for line in lines[start + 1:end] if re.match(r"^  \w", line)}
 
     def keys(model: type[BaseModel], prefix: str = "", depth: int = 0):
         for name, info in model.model_fields.items():
@@ -102,6 +109,9 @@ def test_every_key_of_the_config_model_is_written_with_a_comment(mixed_csv, tmp_
     for dotted, depth in keys(Config):
         key = dotted.rsplit(".", 1)[-1]
         index = next((i for i, line in enumerate(lines) if re.match(rf"^{'  ' * depth}{re.escape(key)}:", line)), None)
+        if any(dotted == path or dotted.startswith(path + ".") for path in left_out):
+            assert f"  {key}:" not in trainer_keys, f"{dotted} is written"
+            continue
         assert index is not None, f"{dotted} is not in the starter config"
         commented = "#" in lines[index] or lines[index - 1].strip().startswith("#")
         top_level = depth == 0  # a section header line stands for the keys below it
@@ -201,7 +211,7 @@ def test_the_comment_init_gives_each_key_of_the_config_model_ends_at_a_complete_
 
 
 def test_the_starter_config_comments_end_at_complete_phrases(mixed_csv, tmp_path):
-    text = open(write_starter("homes", str(mixed_csv), str(tmp_path / "h.yaml"))).read()
+    text = open(write_starter("homes", str(mixed_csv), str(tmp_path / "h.yaml"), model="dnn")).read()  # every key
     body = text.split("\npipeline:", 1)[1].splitlines()  # after the header comment
     comments = [line.split("  # ", 1)[1] if "  # " in line else line.strip()[2:]
                 for line in body if "  # " in line or line.strip().startswith("# ")]

@@ -30,12 +30,14 @@ class Starter:
     guess: Guess
 
 
-def write_starter(name: str, data_path: str, out_path: str | None = None, label: str | None = None) -> str:
+def write_starter(name: str, data_path: str, out_path: str | None = None, label: str | None = None,
+                  model: str | None = None) -> str:
     """Writes a commented config for the CSV or Parquet file at `data_path` (see `make_starter`); returns its path."""
-    return make_starter(name, data_path, out_path, label).path
+    return make_starter(name, data_path, out_path, label, model).path
 
 
-def make_starter(name: str, data_path: str, out_path: str | None = None, label: str | None = None) -> Starter:
+def make_starter(name: str, data_path: str, out_path: str | None = None, label: str | None = None,
+                 model: str | None = None) -> Starter:
     """Writes a commented config for the CSV or Parquet file at `data_path` to `out_path` (default
     `pipeline_config/<name>.yaml`).
 
@@ -48,6 +50,7 @@ def make_starter(name: str, data_path: str, out_path: str | None = None, label: 
 
     from dtfx.pipeline.config import Config, PipelineSection
     from dtfx.pipeline.starter.guess import guess
+    from dtfx.pipeline.starter.model_choice import choose_model, left_out_keys
     from dtfx.pipeline.starter.render import render_config
     from dtfx.pipeline.starter.sample import read_sample
 
@@ -62,6 +65,7 @@ def make_starter(name: str, data_path: str, out_path: str | None = None, label: 
         raise UserError(f"{out_path} exists already; remove it or choose another file with --output")
     from dtfx.pipeline import file_checks
 
+    model_type, model_why = choose_model(model)
     resolved = file_checks.resolve_path(data_path)
     columns, rows = read_sample(resolved, shown_as=data_path)
     choice = guess(columns, label)
@@ -72,6 +76,7 @@ def make_starter(name: str, data_path: str, out_path: str | None = None, label: 
             "pipeline": {"name": name},
             "data": {"path": _data_path(data_path), "label": choice.label, "task": choice.task},
             "features": {"numeric": choice.numeric, "categorical": choice.categorical},
+            "trainer": {"model": {"type": model_type}},
             "evaluator": {"thresholds": {metric: bounds}},
         }
     )
@@ -82,6 +87,7 @@ def make_starter(name: str, data_path: str, out_path: str | None = None, label: 
         "features.numeric": "numbers: z-scored, missing filled with the mean",
         "features.categorical": "strings: a vocabulary, missing is a category of its own",
         f"evaluator.thresholds.{metric}": why + "; tighten it",
+        "trainer.model": model_why,
     }
     header = [
         f"dtfx pipeline {name}: written by `dtfx init` from {data_path}.",
@@ -92,7 +98,7 @@ def make_starter(name: str, data_path: str, out_path: str | None = None, label: 
     if choice.notes:
         header += ["Columns init left out or kept with a caveat (dtfx init printed these lines too):",
                    *(f"  {line}" for line in choice.decisions())]
-    text = render_config(config, header, notes)
+    text = render_config(config, header, notes, left_out_keys(model_type))
     try:
         os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
         with open(out_path, "x", encoding="utf-8") as handle:  # "x": never overwrite, even in a race
@@ -130,6 +136,8 @@ def add_command(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
                       help="the CSV (comma-separated) or Parquet file to learn from")
     verb.add_argument("--label", metavar="COL", help="the column to predict (default: the last column)")
     verb.add_argument("--output", metavar="PATH", help="where to write the config (default: pipeline_config/NAME.yaml)")
+    verb.add_argument("--model", metavar="TYPE", help="the model type: gradient_boosted_trees (the default, see the "
+                      "README's Quality section) or dnn")
     verb.set_defaults(handler=_init)
     return verb
 
@@ -137,7 +145,7 @@ def add_command(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def _init(args: argparse.Namespace) -> int:
     from dtfx.pipeline.loader import load_config
 
-    starter = make_starter(args.name, args.data, args.output, args.label)
+    starter = make_starter(args.name, args.data, args.output, args.label, args.model)
     path, choice = starter.path, starter.guess
     # What `dtfx validate` checks: a starter must pass it as written, but for the cells the guess names as refused
     # (stray cells of a numeric column), which only the user can correct: then the config alone is checked.

@@ -149,19 +149,22 @@ def _line(indent: int, text: str, comment: str) -> str:
     return f"{line.ljust(max(COMMENT_COLUMN, len(line) + 2))}# {comment}"
 
 
-def _render(section: BaseModel, path: str, indent: int, notes: dict[str, str]) -> list[str]:
-    """The lines of a config section, a comment on each key; `notes` replaces the comment of a dotted path."""
+def _render(section: BaseModel, path: str, indent: int, notes: dict[str, str], left_out: frozenset[str]) -> list[str]:
+    """The lines of a config section, a comment on each key; `notes` replaces the comment of a dotted path, and the
+    dotted paths of `left_out` are not written."""
     lines = []
     for name, info in type(section).model_fields.items():
         key = info.alias or name
         dotted = f"{path}.{key}" if path else key
+        if dotted in left_out:
+            continue
         value = getattr(section, name)
         comment = notes.get(dotted, key_comment(dotted, info.description))
         if isinstance(value, BaseModel) and dotted not in ("trainer.model",):  # the model reads best on one line
             if indent == 0 and lines:
                 lines.append("")
             lines.append(_line(indent, f"{_yaml_key(key)}:", comment if indent else ""))
-            lines += _render(value, dotted, indent + 1, notes)
+            lines += _render(value, dotted, indent + 1, notes, left_out)
         elif isinstance(value, dict) and value and all(isinstance(v, BaseModel) for v in value.values()):
             lines.append(_line(indent, f"{_yaml_key(key)}:", comment))
             for item, bounds in value.items():
@@ -179,6 +182,8 @@ def _yaml_key(key: str) -> str:
     return _flow(key)
 
 
-def render_config(config: Config, header: list[str], notes: dict[str, str]) -> str:
-    """The whole config file: header comment lines, then every section and key with its comment."""
-    return "\n".join(["# " + line if line else "#" for line in header] + _render(config, "", 0, notes)) + "\n"
+def render_config(config: Config, header: list[str], notes: dict[str, str], left_out: frozenset[str] = frozenset()) -> str:
+    """The whole config file: header comment lines, then every section and key with its comment, but the dotted paths
+    of `left_out` (keys the config's model does not read)."""
+    lines = _render(config, "", 0, notes, left_out)
+    return "\n".join(["# " + line if line else "#" for line in header] + lines) + "\n"
