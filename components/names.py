@@ -66,6 +66,9 @@ DATA_PROFILE_WARNINGS = "warnings"
 SCHEMA_FILE = "schema.pbtxt"
 # Written by the Trainer's run_fn into its model-run directory: figures and metrics per epoch.
 TRAIN_STATS_FILE = "train_stats.json"
+# The prefix of the metrics of the records a training from the data holds out of the train split (holdout_loss), in
+# its Keras logs and train_stats.json's history, as Keras prefixes the eval split's with `val_`.
+HOLDOUT_PREFIX = "holdout_"
 # Written by the Trainer beside its SavedModel (assets.extra/): the raw columns the model reads, for batch prediction.
 MODEL_INPUTS_FILE = "dtfx_inputs.json"
 # The label's vocabulary (class names, in class-index order) as Transform names it, and as the trained model keeps

@@ -53,7 +53,7 @@ from dtfx.components.registry.metrics import METRICS
 from dtfx.components.registry.models import model_type_of
 from dtfx.components.statistics.component import InProcessStatisticsGen
 from dtfx.components.trainer.kubernetes.manifest import JobSettings
-from dtfx.components.trainer.options import DebugOptions, InputOptions, TrainerOptions
+from dtfx.components.trainer.options import DebugOptions, EarlyStoppingOptions, InputOptions, TrainerOptions
 from dtfx.components.transform.component import ShardedTransform
 from dtfx.components.transform.options import TransformOptions
 from dtfx.pipeline import batch_prediction, layout, model_module
@@ -134,6 +134,9 @@ def build_pipeline(
             examples=transform.outputs["transformed_examples"],
             transform_graph=transform.outputs["transform_graph"],
             schema=schema,
+            # train_steps: null leaves num_steps unset, which TFX hands run_fn as train_steps None (tfx v1.16.0,
+            # tfx/components/trainer/fn_args_utils.py, get_common_fn_args: `train_args.num_steps or None`): the
+            # Trainer then trains from the data (dtfx.components.trainer.training.length).
             train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
             eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
             custom_config=trainer_options(config, training_job).to_dict(),
@@ -240,6 +243,7 @@ def trainer_options(config: Config, training_job: JobSettings | None = None) -> 
         debug=debug_options(trainer.debug),
         evaluate_every_steps=trainer.evaluation.every_steps,
         sidecar_evaluation=trainer.evaluation.sidecar,
+        early_stopping=EarlyStoppingOptions(**trainer.early_stopping.model_dump()),
         model_source=model_module.source_digest(getattr(trainer.model, "module", "")),
         training_job=training_job.to_dict() if training_job else None,
     )

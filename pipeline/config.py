@@ -395,11 +395,36 @@ class DebugSection(Section):
     )
 
 
+class EarlyStoppingSection(Section):
+    """How long a training of train_steps: null lasts: epochs over the train split until a held-out part of it stops
+    improving."""
+
+    holdout_every: PositiveInt32 = Field(
+        10, ge=2, description="One record in this many of the train split (the last of every this many, in the order its "
+        "files are read) is held out of training, and its loss decides when training stops; the eval split, which the "
+        "evaluator's gates use, is never looked at.",
+    )
+    patience: PositiveInt32 = Field(
+        5, description="Stop when the held-out records' loss (a regression's: their mean absolute error, which an "
+        "outlier moves less than the squared error trained on) has not improved for this many epochs; the weights of "
+        "the epoch of the lowest are restored either way.",
+    )
+    max_epochs: PositiveInt32 = Field(
+        100, description="At most this many epochs (passes over the records kept for training).",
+    )
+    max_steps: PositiveInt32 = Field(
+        4_000, description="At most this many optimizer steps in all: a table whose epochs would pass it trains for "
+        "fewer epochs (one epoch of max_steps steps at the least), so that a large table's training stays short. An "
+        "epoch is the kept records over batch_size, rounded up.",
+    )
+
+
 class EvaluationSection(Section):
     every_steps: PositiveInt32 | None = Field(
         None,
         description="Evaluate `eval_steps` batches of the eval split every this many training steps (a divisor of "
-        "train_steps); the curve goes to TensorBoard and the report. null: at up to 10 evenly spaced points.",
+        "train_steps, which must then be set); the curve goes to TensorBoard and the report. null: at up to 10 evenly "
+        "spaced points, or with train_steps: null at the end of every epoch.",
     )
     sidecar: bool = Field(
         False,
@@ -444,7 +469,16 @@ class TrainerSection(Section):
         default_factory=MODEL_TYPES.get("dnn").options,
         description="The model: " + "; ".join(f"{entry.name}: {entry.description}" for entry in MODEL_TYPES),
     )
-    train_steps: PositiveInt32 = Field(300, description="Optimizer steps (TFX's TrainArgs: a 32-bit integer).")
+    train_steps: PositiveInt32 | None = Field(
+        None, description="Optimizer steps, exactly (TFX's TrainArgs: a 32-bit integer). null: from the data, as "
+        "early_stopping says: epochs over the train split until a held-out part of it stops improving, the best "
+        "epoch's weights kept (not with strategy parameter_server, whose workers' losses the chief does not see per "
+        "epoch: give train_steps there).",
+    )
+    early_stopping: EarlyStoppingSection = Field(
+        default_factory=EarlyStoppingSection,
+        description="With train_steps: null, how long training lasts; ignored when train_steps is set.",
+    )
     eval_steps: PositiveInt32 = Field(
         20, description="Batches of the eval split evaluated at each evaluation during training (see evaluation; "
         "TFX's EvalArgs: a 32-bit integer)."
@@ -511,8 +545,21 @@ class TrainerSection(Section):
         return self
 
     @model_validator(mode="after")
+    def _training_length_fits_strategy(self) -> TrainerSection:
+        strategy = self.distribution.strategy
+        if self.train_steps is None and not STRATEGIES.get(strategy).synchronous:
+            raise ValueError(f"train_steps: null (from the data) needs a synchronous strategy, not {strategy}: its "
+                             "workers' losses are remote values the chief does not see per epoch, so nothing decides "
+                             "when to stop (give train_steps)")
+        return self
+
+    @model_validator(mode="after")
     def _evaluation_points_divide_training(self) -> TrainerSection:
         every = self.evaluation.every_steps
+        if every and self.train_steps is None:
+            raise ValueError(f"evaluation.every_steps {every} needs train_steps: with train_steps: null (from the "
+                             "data) training evaluates at the end of every epoch over the train split, whose length "
+                             "the data decides (give train_steps, or leave every_steps null)")
         if every and self.train_steps % every:
             raise ValueError(f"evaluation.every_steps {every} does not divide train_steps {self.train_steps}: "
                              "training runs in rounds of equal length, each ending with an evaluation")

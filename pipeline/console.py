@@ -96,7 +96,11 @@ def print_summary(summary: RunSummary, resume_command: str) -> None:
         else:
             processes = f" in {trainer.processes} worker processes" if trainer.processes > 1 else ""
             where = f"{trainer.replicas} replica(s){processes}"
-        print(f"trainer: {where} ({trainer.strategy}), {trainer.examples_per_second:.0f} examples/s, {trainer.train_steps} steps")
+        print(f"trainer: {where} ({trainer.strategy}), {trainer.examples_per_second:.0f} examples/s, {trainer.train_steps} steps"
+              + (f" in {trainer.epochs} epochs" if trainer.stop_reason else ""))
+        if trainer.stop_reason:
+            print(f"  {trainer.stop_reason}")
+            print(f"  train split: {trainer.holdout}")
         if trainer.input_sharding:
             print(f"  input sharding: {trainer.input_sharding}")
         if trainer.input_cache:

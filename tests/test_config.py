@@ -401,12 +401,12 @@ def test_parameter_server_keys_belong_to_parameter_server_and_shards_fit_the_ser
     mirrored = problems_of(write_config(trainer__distribution={"strategy": "multi_worker_mirrored", "workers": 2,
                                                                 "variable_sharding": sharding}))
     assert any("strategy multi_worker_mirrored ignores variable_sharding" in p for p in mirrored), mirrored
-    too_many = problems_of(write_config(trainer__distribution={"strategy": "parameter_server", "parameter_servers": 1,
+    too_many = problems_of(write_config(trainer__train_steps=300, trainer__distribution={"strategy": "parameter_server", "parameter_servers": 1,
                                                                 "variable_sharding": sharding}))
     assert any(p.startswith("trainer.distribution") and "variable_sharding.max_shards 2 is more than parameter_servers 1"
                in p for p in too_many), too_many
     # Asynchronous workers each take a whole global batch: no divisibility rule.
-    config = load_config(str(write_config(trainer__batch_size=63, trainer__distribution={
+    config = load_config(str(write_config(trainer__batch_size=63, trainer__train_steps=300, trainer__distribution={
         "strategy": "parameter_server", "workers": 2, "parameter_servers": 2, "variable_sharding": sharding})))
     assert config.trainer.distribution.settings()["variable_sharding"] == sharding
 
@@ -419,10 +419,35 @@ def test_evaluation_every_steps_divides_the_training(write_config):
     assert config.trainer.evaluation.every_steps == 50
 
 
+def test_training_length_comes_from_the_data_unless_train_steps_is_given(write_config):
+    from dtfx.pipeline.builder import build_pipeline
+
+    def train_args(config):
+        trainer = next(node for node in build_pipeline(config).components if node.id == "train")
+        return json.loads(trainer.exec_properties["train_args"])
+
+    from_data = load_config(str(write_config()))
+    assert from_data.trainer.train_steps is None and train_args(from_data) == {}  # TFX: train_steps None in run_fn
+    exact = load_config(str(write_config(trainer__train_steps=120)))
+    assert train_args(exact) == {"num_steps": 120}
+    # Every synchronous strategy trains from the data; parameter servers need train_steps, as every_steps does.
+    for strategy in ("mirrored", "multi_worker_mirrored", "one_device", "default"):
+        assert load_config(str(write_config(trainer__distribution={"strategy": strategy}))).trainer.train_steps is None
+    servers = problems_of(write_config(trainer__distribution={"strategy": "parameter_server"}))
+    assert any(p.startswith("trainer (line") and "train_steps: null (from the data) needs a synchronous strategy, not "
+               "parameter_server" in p for p in servers), servers
+    every = problems_of(write_config(trainer__evaluation={"every_steps": 10}))
+    assert any(p.startswith("trainer (line") and "evaluation.every_steps 10 needs train_steps" in p for p in every), every
+    assert load_config(str(write_config(trainer__train_steps=100, trainer__evaluation={"every_steps": 10})))
+    early = problems_of(write_config(trainer__early_stopping={"holdout_every": 1, "patience": 0}))
+    assert any(p.startswith("trainer.early_stopping.holdout_every") for p in early), early
+    assert any(p.startswith("trainer.early_stopping.patience") for p in early), early
+
+
 def test_a_sidecar_evaluator_belongs_to_parameter_server(write_config):
     problems = problems_of(write_config(trainer__evaluation={"sidecar": True}))
     assert any("evaluation.sidecar needs strategy parameter_server, not mirrored" in p for p in problems), problems
-    config = load_config(str(write_config(trainer__evaluation={"sidecar": True},
+    config = load_config(str(write_config(trainer__evaluation={"sidecar": True}, trainer__train_steps=300,
                                           trainer__distribution={"strategy": "parameter_server"})))
     assert config.trainer.evaluation.sidecar
 
@@ -430,7 +455,7 @@ def test_a_sidecar_evaluator_belongs_to_parameter_server(write_config):
 def test_training_is_split_into_one_epoch_per_evaluation(write_config):
     from dtfx.pipeline.builder import trainer_options
 
-    every_50 = trainer_options(load_config(str(write_config(trainer__evaluation={"every_steps": 50}))))
+    every_50 = trainer_options(load_config(str(write_config(trainer__train_steps=300, trainer__evaluation={"every_steps": 50}))))
     assert every_50.epochs(300) == 6
     default = trainer_options(load_config(str(write_config())))
     assert default.epochs(300) == 10 and default.epochs(7) == 7 and default.epochs(11) == 1
@@ -444,8 +469,9 @@ def test_validate_says_when_workers_outnumber_the_shard_files(write_config, caps
     assert main(["validate", str(write_config(trainer__distribution=two_workers))]) == 0
     assert "note:" not in capsys.readouterr().out, "4 shards for 2 workers: each reads files of its own"
     servers = {"strategy": "parameter_server", "workers": 2}
-    assert Config.model_validate(set_key(set_key(default_config(), "trainer.distribution", servers),
-                                         "data.sharding.num_shards", 1)).notes() == [], "parameter-server workers read all"
+    assert Config.model_validate(set_key(set_key(set_key(default_config(), "trainer.distribution", servers),
+                                                 "data.sharding.num_shards", 1), "trainer.train_steps", 300)
+                                 ).notes() == [], "parameter-server workers read all"
 
 
 def test_communication_is_a_multi_worker_mirrored_key(write_config, capsys):

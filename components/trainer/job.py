@@ -15,7 +15,7 @@ class TrainingJob:
     transform_output: str
     serving_model_dir: str
     model_run_dir: str
-    train_steps: int
+    train_steps: int | None  # None: from the data (dtfx.components.trainer.training.length)
     eval_steps: int
     custom_config: dict[str, Any]
 

@@ -28,6 +28,16 @@ class DebugOptions(StepOptions):
 
 
 @dataclasses.dataclass(frozen=True)
+class EarlyStoppingOptions(StepOptions):
+    """trainer.early_stopping: how long a training whose TFX TrainArgs leave num_steps unset lasts (length.py)."""
+
+    holdout_every: int  # one training record in this many is held out, and its loss decides when to stop
+    patience: int  # epochs without a lower held-out loss before training stops
+    max_epochs: int
+    max_steps: int  # optimizer steps in all, across the epochs
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainerOptions(StepOptions):
     label: str
     task: str  # classification | regression
@@ -45,6 +55,9 @@ class TrainerOptions(StepOptions):
     debug: DebugOptions
     evaluate_every_steps: int | None  # trainer.evaluation.every_steps; None: up to MAX_EPOCHS evenly spaced
     sidecar_evaluation: bool  # trainer.evaluation.sidecar: an evaluator process reads the chief's checkpoints
+    # trainer.early_stopping, read only when the job's train_steps is None (trainer.train_steps: null): the steps are
+    # not in these options, so that a Kubeflow run form's train_steps reaches the step through TrainArgs alone.
+    early_stopping: EarlyStoppingOptions
     # A digest of your model module's source (trainer.model.module; "" for dtfx's models): in the step's options, the
     # cache sees an edit to your code as a change, and trains again.
     model_source: str

@@ -42,7 +42,7 @@ from dtfx.components.trainer.job import TrainingJob
 from dtfx.components.trainer.kubernetes import training as kubernetes_training
 from dtfx.components.trainer.options import TrainerOptions
 from dtfx.components.trainer.stats import TrainStats, input_sharding_of
-from dtfx.components.trainer.training import dataset, devices, resident, serving
+from dtfx.components.trainer.training import dataset, devices, length, resident, serving
 from dtfx.components.trainer.training.network import ModelInputs
 from dtfx.components.trainer.training.throughput import Throughput
 
@@ -116,22 +116,30 @@ class Training:
 
 @dataclasses.dataclass(frozen=True)
 class TrainingData:
-    """What `fit` reads: the training batches, the evaluation batches, and the input cache's decision in words."""
+    """What `fit` reads: the training batches, the evaluation batches, and the input cache's decision in words; trained
+    from the data (train_steps None), the epochs it may take and the batches of the records held out of training."""
 
     train: tf.data.Dataset | keras.utils.experimental.DatasetCreator
     evaluation: tf.data.Dataset | tf.distribute.DistributedDataset
     input_cache: str
+    epoch_plan: length.EpochPlan | None = None
+    holdout: tf.distribute.DistributedDataset | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Fitted:
-    """What `fit` leaves behind: the metrics per epoch, how long it took, and what the callbacks measured."""
+    """What `fit` leaves behind: the metrics per epoch, how long it took, and what the callbacks measured; the steps
+    and epochs it ran, and, trained from the data, why it stopped when it did."""
 
     history: dict[str, list[float]]
     seconds: float
     throughput: Throughput
     replica_series: ReplicaSeries | None
     agreement: AgreementCheck | None
+    steps: int
+    epochs: int
+    stop_reason: str = ""
+    stopped_early: bool = False  # by the held-out loss, before the epochs ran out
 
 
 def _train(training: Training, kept: resident.KeptNetwork | None, key: str | None) -> None:
@@ -140,7 +148,7 @@ def _train(training: Training, kept: resident.KeptNetwork | None, key: str | Non
     data = training_data(training, inputs)
     network, kept = network_to_train(training, inputs, kept, key)
     fitted = fit(training, network, data)
-    check_finite(network, fitted.history)
+    check_finite(network, fitted.history, stopped_early=fitted.stopped_early)
     save(training, network, inputs, kept)
     train_stats(training, network, data, fitted).write(training.job.model_run_dir)
 
@@ -154,6 +162,8 @@ def training_data(training: Training, inputs: ModelInputs) -> TrainingData:
     job, options = training.job, training.options
     feature_spec, label_key = inputs.feature_spec, inputs.label_key
     use_cache, input_cache = dataset.cache_decision(job.train_files, options.input.cache, training.workers)
+    epoch_plan = from_the_data(training)
+    holdout = (options.early_stopping.holdout_every, False) if epoch_plan else None
     class_weights = dataset.class_weight_vector(options.class_weights, inputs.classes or [],
                                                 lambda: dataset.label_counts(inputs.tft_output))
 
@@ -171,6 +181,7 @@ def training_data(training: Training, inputs: ModelInputs) -> TrainingData:
             shuffle_files=training.coordinated,
             weight_key=inputs.weight_key,
             class_weights=class_weights,
+            holdout=holdout,
         )
 
     if training.coordinated:
@@ -181,7 +192,40 @@ def training_data(training: Training, inputs: ModelInputs) -> TrainingData:
                                      num_workers=training.workers, weight_key=inputs.weight_key)
     if not training.coordinated:  # under a coordinator, Keras schedules evaluation on the workers itself
         eval_data = dataset.evaluation_data(eval_data, job.eval_steps, training.strategy)
-    return TrainingData(train_data, eval_data, input_cache)
+    if not epoch_plan:
+        return TrainingData(train_data, eval_data, input_cache)
+    held_out = dataset.make_dataset(job.train_files, feature_spec, label_key, options.task, options.batch_size,
+                                    cache=use_cache, num_workers=training.workers, weight_key=inputs.weight_key,
+                                    holdout=(options.early_stopping.holdout_every, True))
+    holdout_data = dataset.evaluation_data(held_out, holdout_steps(epoch_plan, options.batch_size), training.strategy)
+    return TrainingData(train_data, eval_data, input_cache, epoch_plan, holdout_data)
+
+
+def from_the_data(training: Training) -> length.EpochPlan | None:
+    """The epochs of a training whose length the data decides (TFX's train_steps None), else None.
+
+    TrainingError when the train split is too small to hold records out of it. Under a coordinator (parameter servers)
+    the config refuses it: each worker's losses are remote values that EarlyStopping cannot read per epoch.
+    """
+    job, options = training.job, training.options
+    if job.train_steps is not None:
+        return None
+    if training.coordinated:
+        raise TrainingError("trainer.train_steps: null needs a synchronous strategy; give trainer.train_steps")
+    records = length.count_records(job.train_files)
+    epoch_plan = length.plan(records, options.batch_size, options.early_stopping)
+    if not epoch_plan.held_out:
+        raise TrainingError(f"the train split has {records} record(s), too few to hold one in "
+                            f"{options.early_stopping.holdout_every} out of training to decide when to stop "
+                            "(trainer.early_stopping.holdout_every); give trainer.train_steps instead")
+    logging.info("training from the data: at most %d epoch(s) of %d steps; %s", epoch_plan.epochs,
+                 epoch_plan.steps_per_epoch, length.holdout_words(epoch_plan, options.early_stopping))
+    return epoch_plan
+
+
+def holdout_steps(epoch_plan: length.EpochPlan, batch_size: int) -> int:
+    """Batches that cover every held-out record once (the last filled from the first: the batches are whole)."""
+    return math.ceil(epoch_plan.held_out / batch_size)
 
 
 def network_to_train(training: Training, inputs: ModelInputs, kept: resident.KeptNetwork | None,
@@ -207,7 +251,16 @@ def fit(training: Training, network: keras.Model, data: TrainingData) -> Fitted:
     agreement = AgreementCheck(training.strategy, network) if debug.check_agreement else None
     if agreement and debug.agreement_every:
         callbacks.append(AgreementCallback(agreement, debug.agreement_every))
-    epochs = options.epochs(job.train_steps)
+    epoch_plan = data.epoch_plan
+    if epoch_plan:
+        stopping = length.HoldoutEarlyStopping(data.holdout, holdout_steps(epoch_plan, options.batch_size),
+                                               options.early_stopping, epoch_plan, options.task)
+        callbacks.insert(0, stopping)  # first: the callbacks after it see the held-out metrics
+        epochs, steps_per_epoch = epoch_plan.epochs, epoch_plan.steps_per_epoch
+    else:
+        stopping = None
+        epochs = options.epochs(job.train_steps)
+        steps_per_epoch = job.train_steps // epochs
     started = time.perf_counter()
     with contextlib.ExitStack() as debugging:
         if debug.check_numerics:
@@ -219,7 +272,7 @@ def fit(training: Training, network: keras.Model, data: TrainingData) -> Fitted:
         history = network.fit(
             data.train,
             epochs=epochs,
-            steps_per_epoch=job.train_steps // epochs,
+            steps_per_epoch=steps_per_epoch,
             validation_data=None if options.sidecar_evaluation else data.evaluation,
             validation_steps=job.eval_steps,
             callbacks=callbacks,
@@ -231,7 +284,10 @@ def fit(training: Training, network: keras.Model, data: TrainingData) -> Fitted:
     series = replica_stats.series() if replica_stats else None
     if replica_stats:
         ReplicaRecorder.restore(network)  # the model is saved with its own train step
-    return Fitted(history, seconds, throughput, series, agreement)
+    if stopping:
+        return Fitted(history, seconds, throughput, series, agreement, stopping.epochs_run * steps_per_epoch,
+                      stopping.epochs_run, stopping.reason(), stopped_early=stopping.stopped_epoch > 0)
+    return Fitted(history, seconds, throughput, series, agreement, job.train_steps, epochs)
 
 
 def fit_callbacks(training: Training, throughput: Throughput) -> list[keras.callbacks.Callback]:
@@ -249,12 +305,13 @@ def fit_callbacks(training: Training, throughput: Throughput) -> list[keras.call
     return callbacks
 
 
-def check_finite(network: keras.Model, history: dict[str, list[float]]) -> None:
+def check_finite(network: keras.Model, history: dict[str, list[float]], stopped_early: bool = False) -> None:
     """Raises TrainingError, so that nothing is pushed, when the loss of an epoch or a trained weight is not finite."""
     losses = history.get("loss", [])
     # After a resume the history holds only the epochs run since the checkpoint, so a short
-    # history is normal; TerminateOnNaN is the only callback that stops training early.
-    if network.stop_training or any(math.isnan(v) or math.isinf(v) for v in losses):
+    # history is normal; besides early stopping (`stopped_early`), TerminateOnNaN is the only callback that stops
+    # training before its epochs end.
+    if (network.stop_training and not stopped_early) or any(math.isnan(v) or math.isinf(v) for v in losses):
         raise TrainingError(
             f"the training loss became NaN or infinite (loss per epoch: {losses}); nothing will be pushed. "
             "Lower trainer.learning_rate, check the data, or set trainer.debug.check_numerics: true to find the op"
@@ -285,7 +342,7 @@ def save(training: Training, network: keras.Model, inputs: ModelInputs, kept: re
 def train_stats(training: Training, network: keras.Model, data: TrainingData, fitted: Fitted) -> TrainStats:
     """What the run summary and the report say of the training: strategy, replicas, throughput, cluster, metrics."""
     strategy, workers, coordinated = training.strategy, training.workers, training.coordinated
-    batch_size, steps, series = training.options.batch_size, training.job.train_steps, fitted.replica_series
+    batch_size, steps, series = training.options.batch_size, fitted.steps, fitted.replica_series
     roles = {role: len(addresses) for role, addresses in devices.cluster_of(strategy).items()}
     worker_files = local_cluster.files_per_worker(training.job.train_files, workers, own_share=not coordinated)
     return TrainStats(
@@ -307,6 +364,9 @@ def train_stats(training: Training, network: keras.Model, data: TrainingData, fi
         all_reduce_wait_seconds=series.wait_per_worker(workers) if series else [],
         agreement=fitted.agreement.describe() if fitted.agreement else "",
         input_cache=data.input_cache,
+        epochs=fitted.epochs,
+        stop_reason=fitted.stop_reason,
+        holdout=length.holdout_words(data.epoch_plan, training.options.early_stopping) if data.epoch_plan else "",
         history={key: [float(v) for v in values] for key, values in fitted.history.items()},
     )
 

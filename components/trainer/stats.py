@@ -40,6 +40,10 @@ class TrainStats:
     all_reduce_wait_seconds: list[float] = dataclasses.field(default_factory=list)
     agreement: str = ""  # trainer.debug.check_agreement: the outcome (a disagreement fails the training instead)
     input_cache: str = ""  # whether the training examples were kept in memory, and why (dataset.cache_decision)
+    epochs: int = 0  # Keras epochs run (with train_steps: null, passes over the records kept for training)
+    # With train_steps: null, why training stopped when it did (length.stop_reason) and how the train split was divided.
+    stop_reason: str = ""
+    holdout: str = ""
     # A forest (trainer.model gradient_boosted_trees): trees, iterations, examples, and how the boosting stopped.
     forest: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -53,7 +57,7 @@ class TrainStats:
         lists = ("history", "worker_files", "variable_servers", "cluster", "replica_stats", "all_reduce_wait_seconds",
                  "forest")
         figures = {key: value for key, value in dataclasses.asdict(self).items() if key not in lists}
-        for optional in ("input_sharding", "agreement", "input_cache"):
+        for optional in ("input_sharding", "agreement", "input_cache", "stop_reason", "holdout"):
             if not figures[optional]:
                 figures.pop(optional)
         figures.update(self.replica_figures())

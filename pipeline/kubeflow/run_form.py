@@ -17,6 +17,11 @@ an input, and its container the targets (dtfx.components.run_parameters writes t
 when the step starts). A first step, `check_parameters`, runs this module in the image: it
 loads the config compiled into the spec with the run's values (`--set`, as `dtfx validate` does)
 and ends the run, before any other step, with exit code 2 and the rule a value breaks.
+
+A form field holds a value, never null; a key that is null in the config and whose field takes a positive integer
+(`trainer.train_steps: null`, from the data) is an integer parameter whose 0 stands for null. Its step reads 0 as
+null too: 0 in TFX's TrainArgs.num_steps is unset, train_steps None (tfx v1.16.0,
+tfx/components/trainer/fn_args_utils.py, get_common_fn_args), so 0 is written where the value goes.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import tempfile
 from collections.abc import Callable
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from dtfx.components import run_parameters as step_side
 from dtfx.components.errors import report_user_error
@@ -65,6 +70,7 @@ class RunParameter:
     default: object
     description: str
     targets: tuple[Target, ...]
+    zero_is_null: bool = False  # the config's null, which a form field cannot hold, is 0 (see the module's doc)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +122,10 @@ class _NotAParameter(Exception):
 
 def _parameter(config, key: str, build: Callable, built) -> RunParameter:
     value, description = _value_and_description(config, key.split("."))
+    if value is None and _null_or_positive_integer(config, key.split(".")):
+        targets = find_targets(config, key, None, build, built)
+        return RunParameter(parameter_name(key), key, parameter_type(0), 0, f"{description} In the run form, 0 stands "
+                            "for null.", targets, zero_is_null=True)
     kind = parameter_type(value)
     if kind is None:
         what = "null" if value is None else "a section or a list" if isinstance(value, dict | list | BaseModel) else repr(value)
@@ -140,6 +150,26 @@ def _value_and_description(config, parts: list[str]) -> tuple[object, str]:
         else:
             raise _NotAParameter(f"{'.'.join(parts[:index + 1])} is not set in the config")
     return node, description
+
+
+def _null_or_positive_integer(config, parts: list[str]) -> bool:
+    """Whether the field of key `parts` takes null and a positive integer, but not 0 (whose 0 can stand for null)."""
+    node = config
+    for part in parts[:-1]:
+        node = getattr(node, _field_name(type(node), part)) if isinstance(node, BaseModel) else None
+    if not isinstance(node, BaseModel):
+        return False
+    info = type(node).model_fields[_field_name(type(node), parts[-1])]
+    field = TypeAdapter(info.rebuild_annotation())  # the annotation with its constraints (gt=0, the int32 bound)
+    return _accepts(field, None) and _accepts(field, 1) and not _accepts(field, 0)
+
+
+def _accepts(field: TypeAdapter, value) -> bool:
+    try:
+        field.validate_python(value)
+    except ValidationError:
+        return False
+    return True
 
 
 def _field_name(model: type[BaseModel], part: str) -> str | None:
@@ -218,6 +248,8 @@ def _parsed(prop):
 
 
 def _sentinel(value):
+    if value is None:  # an integer key whose null the run form holds as 0 (_null_or_positive_integer)
+        return SENTINELS[int]
     if isinstance(value, bool):
         return not value
     kind = type(value)
@@ -289,7 +321,8 @@ def _add_check_step(spec: dict, run_form: RunForm, config_text: str) -> None:
     label = f"{CHECK_STEP}_executor"
     typed = {parameter.name: {"parameterType": parameter.type} for parameter in run_form.parameters}
     spec["components"][CHECK_STEP] = {"executorLabel": label, "inputDefinitions": {"parameters": copy.deepcopy(typed)}}
-    keys = {parameter.name: {"key": parameter.key, "type": parameter.type} for parameter in run_form.parameters}
+    keys = {parameter.name: {"key": parameter.key, "type": parameter.type, **({"zero_is_null": True} if
+            parameter.zero_is_null else {})} for parameter in run_form.parameters}
     spec["deploymentSpec"]["executors"][label] = {"container": {
         "image": image, "command": ["python", "-m", __name__],
         "args": ["--executor_input", "{{$}}", "--keys", json.dumps(keys, sort_keys=True), "--config", config_text]}}
@@ -352,7 +385,8 @@ def check(config_yaml: str, keys: dict[str, dict], values: dict) -> list[str]:
         except ValueError as error:
             problems.append(f"run parameter {name} ({key}): {error}")
             continue
-        overrides.append(f"{key}={json.dumps(given[name])}")
+        null = entry.get("zero_is_null") and given[name] == 0
+        overrides.append(f"{key}={'null' if null else json.dumps(given[name])}")
     if problems:
         return problems
     with tempfile.TemporaryDirectory(prefix="dtfx-run-parameters-") as scratch:

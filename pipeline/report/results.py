@@ -10,6 +10,7 @@ import os
 from dtfx.components.names import (
     EVALUATE_STAGE,
     EVALUATION_OUTPUT,
+    HOLDOUT_PREFIX,
     MODEL_RUN_OUTPUT,
     PUSH_STAGE,
     REPLICA_STATS_RUN,
@@ -26,12 +27,18 @@ from dtfx.pipeline.run_summary import RunSummary
 # --- training --------------------------------------------------------------------------------
 
 
+# The prefixes of train_stats.json's history keys that are not the training batches', and the curve each names.
+HISTORY_SERIES = {"val_": "eval", HOLDOUT_PREFIX: "held out"}
+
+
 def _history_charts(history: dict[str, list[float]], steps_per_epoch: int | None) -> str:
-    """One chart per Keras metric, train and eval (`val_` prefix) curves together, per epoch."""
+    """One chart per Keras metric, train, eval (`val_` prefix) and, trained from the data, held-out (`holdout_`) curves
+    together, per epoch."""
     groups: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for key, values in history.items():
-        base = key.removeprefix("val_")
-        groups.setdefault(base, {})["eval" if key.startswith("val_") else "train"] = [
+        name = next((name for prefix, name in HISTORY_SERIES.items() if key.startswith(prefix)), "train")
+        base = key.removeprefix(next((prefix for prefix in HISTORY_SERIES if key.startswith(prefix)), ""))
+        groups.setdefault(base, {})[name] = [
             (epoch, value) for epoch, value in enumerate(values, start=1) if value is not None
         ]
     x_label = f"epoch ({steps_per_epoch} steps each)" if steps_per_epoch else "epoch"

@@ -34,7 +34,7 @@ COMMENTS = {
     "schema.path": "a curated schema.pbtxt; null infers it from the data",
     "validation.fail_on_anomalies": "stop before Transform when the data has anomalies",
     "trainer.model": "or {module: my_package.models.build_fn}",
-    "trainer.train_steps": "optimizer steps",
+    "trainer.train_steps": "null: epochs until held-out records stop improving (early_stopping); N: exactly N steps",
     "trainer.eval_steps": "eval batches after training",
     "trainer.batch_size": "global batch, split across replicas",
     "trainer.learning_rate": "Adam, for the global batch",

@@ -87,6 +87,17 @@ def test_default_config_pushes_a_servable_penguin_model_then_reuses_the_cache(wr
     assert {s.node for s in summary.stages if s.runner} == {"ingest", "transform"}
     assert summary.trainer.replicas == 2 and summary.trainer.examples_per_second > 0
     assert summary.evaluator.blessed and summary.evaluator.metrics["accuracy"] >= 0.8
+    # The shipped config trains from the data (trainer.train_steps: null): the console says for how long and why.
+    trainer = summary.trainer
+    assert f", {trainer.train_steps} steps in {trainer.epochs} epochs\n  {trainer.stop_reason}\n" in first.stdout
+    kept = int(trainer.holdout.split(" records trained on")[0].replace(",", ""))
+    assert trainer.train_steps == trainer.epochs * -(-kept // trainer.global_batch_size)
+    (stats,) = Path(config).parent.glob("outputs/penguins/artifacts/train/model_run/*/train_stats.json")
+    held_out = json.loads(stats.read_text())["history"]["holdout_loss"]
+    best = held_out.index(min(held_out)) + 1
+    assert len(held_out) == trainer.epochs and trainer.stop_reason.endswith(f"the weights of epoch {best} restored")
+    assert trainer.stop_reason.startswith((f"stopped at epoch {trainer.epochs} of at most 100: the held-out loss had "
+                                           f"not improved for 5 epochs", "reached max_epochs 100")), trainer.stop_reason
     pushed = summary.push.directory
     assert summary.push.pushed and (Path(pushed) / "saved_model.pb").exists()
     assert f"pushed: {pushed}" in first.stdout

@@ -132,7 +132,7 @@ def test_the_run_form_holds_the_learning_rate_train_steps_threshold_and_data_typ
     """The default run parameters of the shipped config (tests/kubeflow/test_run_form.py tests the form itself)."""
     inputs = spec["root"]["inputDefinitions"]["parameters"]
     assert {name: (value["parameterType"], value["defaultValue"]) for name, value in inputs.items()} == {
-        "trainer_learning_rate": ("NUMBER_DOUBLE", 0.01), "trainer_train_steps": ("NUMBER_INTEGER", 300),
+        "trainer_learning_rate": ("NUMBER_DOUBLE", 0.01), "trainer_train_steps": ("NUMBER_INTEGER", 0),  # 0: null
         "evaluator_thresholds_accuracy_lower_bound": ("NUMBER_DOUBLE", 0.8),
         "data_path": ("STRING", "/mnt/dtfx/data/penguins.csv")}
     tasks = spec["root"]["dag"]["tasks"]

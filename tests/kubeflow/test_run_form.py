@@ -53,9 +53,13 @@ def test_the_default_form_is_the_learning_rate_train_steps_threshold_and_data_wh
     assert (learning_rate.type, learning_rate.default) == ("NUMBER_DOUBLE", 0.01)
     assert learning_rate.description == TrainerSection.model_fields["learning_rate"].description
     assert learning_rate.targets == (run_form.Target("train", "custom_config", ("learning_rate",)),)
-    steps = by_name["trainer_train_steps"]
-    assert (steps.type, steps.default) == ("NUMBER_INTEGER", 300)
+    steps = by_name["trainer_train_steps"]  # trainer.train_steps: null (from the data), which a form field cannot hold
+    assert (steps.type, steps.default, steps.zero_is_null) == ("NUMBER_INTEGER", 0, True)
+    assert steps.description.endswith("In the run form, 0 stands for null.")
     assert steps.targets == (run_form.Target("train", "train_args", ("num_steps",)),), "TFX's TrainArgs as JSON"
+    exact = {parameter.name: parameter for parameter in run_form.form(loaded(tmp_path, **{"trainer.train_steps": 40}),
+                                                                        build).parameters}["trainer_train_steps"]
+    assert (exact.default, exact.zero_is_null) == (40, False)
     bound = by_name["evaluator_thresholds_accuracy_lower_bound"]
     assert bound.description == Threshold.model_fields["lower_bound"].description
     ((task, prop, path),) = [(target.task, target.prop, target.path) for target in bound.targets]
@@ -349,3 +353,29 @@ def test_a_key_the_builder_refuses_to_take_as_a_sentinel_is_said_in_plain_words(
     assert code == 2 and ("data.sharding.num_shards: the pipeline's builder reads its value when compiling: "
                           "a run cannot change it") in err, err
     assert str(run_form.SENTINELS[int]) not in err
+
+
+def test_0_in_the_run_form_is_train_steps_null_for_the_check_step_and_for_tfx(tmp_path):
+    """trainer.train_steps: null (from the data) is 0 in the run form: the check step loads it as null, and the train
+    step's TrainArgs.num_steps 0 reaches run_fn as train_steps None, as an unset num_steps does."""
+    from tfx.components.trainer import fn_args_utils
+    from tfx.types import standard_artifacts
+
+    config_text = run_form.config_text(loaded(tmp_path))
+    steps = {"key": "trainer.train_steps", "type": "NUMBER_INTEGER"}
+    keys = {"trainer_train_steps": {**steps, "zero_is_null": True}}
+    assert run_form.check(config_text, keys, {"trainer_train_steps": 0}) == []
+    assert run_form.check(config_text, keys, {"trainer_train_steps": 25}) == []
+    (negative,) = run_form.check(config_text, keys, {"trainer_train_steps": -3})
+    assert negative.startswith("run parameter trainer_train_steps (trainer.train_steps) = -3: "), negative
+    (zero,) = run_form.check(config_text, {"trainer_train_steps": steps}, {"trainer_train_steps": 0})
+    assert "greater than 0" in zero, "only a key whose null the form holds as 0 reads 0 so"
+
+    argv = run_parameters.apply(step_argv({"train_args": '{\n  "num_steps": 300\n}', "trainer_train_steps": 0},
+                                          {"trainer_train_steps": FORM["trainer_train_steps"]}))
+    exec_properties = json.loads(argv[argv.index(EXECUTOR_INPUT_FLAG) + 1])["inputs"]["parameterValues"]
+    examples = standard_artifacts.Examples()
+    examples.uri, examples.split_names = str(tmp_path / "examples"), '["train", "eval"]'
+    fn_args = fn_args_utils.get_common_fn_args(
+        {"examples": [examples]}, {"train_args": exec_properties["train_args"], "eval_args": '{"num_steps": 2}'})
+    assert (fn_args.train_steps, fn_args.eval_steps) == (None, 2)

@@ -30,6 +30,7 @@ from tests.kubeflow.test_compile import PLACEMENT, cli, cluster_config, normalis
 PARAMETER_SERVERS = {
     "trainer.distribution": {"strategy": "parameter_server", "workers": 2, "parameter_servers": 2},
     "trainer.evaluation": {"sidecar": True},
+    "trainer.train_steps": 300,  # parameter servers train for a given number of steps, not from the data
 }
 MULTI_WORKER = {"trainer.distribution": {"strategy": "multi_worker_mirrored", "workers": 2}}
 ON_THE_VOLUME = {"kubeflow.training_volume": "dtfx-data"}

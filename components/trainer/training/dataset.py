@@ -9,6 +9,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from dtfx.components.errors import TrainingError
+from dtfx.components.trainer.training import length
 from dtfx.components.transform.preprocessing import LABEL_COUNTS
 
 # tf.data's autotuning is off and the parallelism is set here: an autotuned iterator runs a model thread, and
@@ -70,6 +71,7 @@ def make_dataset(
     shuffle_files: bool = False,
     weight_key: str | None = None,
     class_weights: list[float] | None = None,
+    holdout: tuple[int, bool] | None = None,
 ) -> tf.data.Dataset:
     """Batches of `(features, label, weight)` of the global batch size; weight 0 where the label was missing.
 
@@ -82,6 +84,9 @@ def make_dataset(
     feature) and the weight of its class in `class_weights` (by class id: class_weight_vector), as
     Keras multiplies sample_weight and class_weight (tf_keras 2.16, engine/data_adapter.py,
     `_make_class_weight_map_fn`).
+
+    `holdout` (every, held_out): only the records training keeps of one held out in `every`, or only those it holds
+    out (length.split_records), chosen before the cache and the shuffle so that they are the same records every pass.
     """
     files = (
         tf.io.gfile.glob(file_patterns)
@@ -99,6 +104,8 @@ def make_dataset(
         num_parallel_calls=min(len(files), 8, PARALLELISM),
         deterministic=True,
     )
+    if holdout:
+        records = length.split_records(records, *holdout)
     if cache:
         records = records.cache()
     if shuffle_buffer:
