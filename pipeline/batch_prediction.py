@@ -86,7 +86,7 @@ def feature_lists(config):
     features = config.features
     return FeatureLists(numeric=features.numeric, categorical=features.categorical,
                         images=[feature.model_dump(mode="json") for feature in features.image],
-                        texts=[feature.name for feature in features.text])
+                        texts=[feature.name for feature in features.text], datetimes=list(features.datetime))
 
 
 def check_predictions_output(output: str, config_path: str, data: str) -> None:

@@ -217,6 +217,7 @@ def transform_options(config: Config) -> TransformOptions:
         oov_buckets=config.features.vocabulary_oov_buckets,
         images=[feature.model_dump(mode="json") for feature in config.features.image],
         texts=[feature.model_dump(mode="json") for feature in config.features.text],
+        datetimes=list(config.features.datetime),
         num_shards=config.data.sharding.num_shards,
         weight=config.data.weight,
         label_counts=config.trainer.class_weights == "balanced",

@@ -224,6 +224,13 @@ class FeaturesSection(Section):
         default_factory=list, description="Text columns: tokenized by Transform into a vocabulary of the training "
         "split; a model with text inputs is `embedding_lstm`."
     )
+    datetime: list[str] = Field(
+        default_factory=list, description="Date and time columns (2024-03-01, 2024/3/1, 2024-03-01 13:30[:00], a T for "
+        "the space; a time zone is ignored): Transform derives year, month, day, day of week (0 Monday), day of year, "
+        "hour (of the time of day; 0 without one) and the sine and cosine of month, day of week, day of year and hour, "
+        "each a numeric feature (z-scored, filled with its mean where a cell is missing or not a date); serving takes "
+        "the date as text."
+    )
     vocabulary_oov_buckets: Annotated[PositiveInt, OOV_BUCKETS] = Field(
         1, description=f"Buckets for categories (and text tokens) not seen in training data; {OOV_BUCKETS}."
     )
@@ -231,7 +238,8 @@ class FeaturesSection(Section):
     def listed(self) -> dict[str, list[str]]:
         """The columns listed under each kind of feature (none under a kind left to inference)."""
         return {"numeric": self.numeric or [], "categorical": self.categorical or [],
-                "image": [feature.name for feature in self.image], "text": [feature.name for feature in self.text]}
+                "image": [feature.name for feature in self.image], "text": [feature.name for feature in self.text],
+                "datetime": list(self.datetime)}
 
     @model_validator(mode="after")
     def _disjoint(self) -> FeaturesSection:
@@ -244,7 +252,7 @@ class FeaturesSection(Section):
                 seen[name] = kind
         # Listing one kind means "exactly these": with nothing listed, the model has no input.
         listed = self.numeric is not None or self.categorical is not None
-        if listed and not (self.numeric or self.categorical or self.image or self.text):
+        if listed and not (self.numeric or self.categorical or self.image or self.text or self.datetime):
             raise ValueError(
                 "no feature: the lists given are empty; name at least one column, or leave out both "
                 "numeric and categorical to use every column but the label"
@@ -727,7 +735,8 @@ class Config(Section):
         data, features = info.data.get("data"), info.data.get("features")
         roles = {}
         if features:
-            roles.update({name: f"a feature of kind {kind}" for kind in ("image", "text") for name in features.listed()[kind]})
+            roles.update({name: f"a feature of kind {kind}" for kind in ("image", "text", "datetime")
+                          for name in features.listed()[kind]})
         if data:
             roles[data.label] = "the label"
         for index, columns in enumerate(evaluator.slices):

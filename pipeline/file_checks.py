@@ -25,6 +25,7 @@ from dtfx.components import buckets
 from dtfx.components.example_gen import labels, sources
 from dtfx.components.example_gen.sources import DATA_SUFFIXES, NULL_VALUES, read_parquet_kinds  # noqa: F401
 from dtfx.components.registry.formats import FORMATS, format_of
+from dtfx.components.transform.dates import is_date
 
 PACKAGE_SCHEME = "package://"
 
@@ -121,6 +122,7 @@ class ColumnSample:
     first_non_finite: tuple[int, str] | None = None  # (line, cell) of the first number that is infinite in float32
     first_missing: int | None = None  # the line of the first missing cell (one of NULL_VALUES, or none at all)
     first_negative: tuple[int, str] | None = None  # (line, cell) of the first number below 0
+    first_non_date: tuple[int, str] | None = None  # (line, cell) of the first cell Transform does not read as a date
 
 
 def csv_sample(path: str, rows: int = SAMPLE_ROWS, errors: str = "replace") -> Iterator[tuple[int, list[str]]]:
@@ -154,8 +156,8 @@ def _open_csv(path: str, mode: str, **text_options):
 
 
 def sample_columns(path: str, columns: list[str], rows: int = SAMPLE_ROWS) -> dict[str, ColumnSample]:
-    """Present cells, and the first missing cell, non-number, non-finite and negative number, of each of `columns` in
-    the first `rows` data rows of a CSV file."""
+    """Present cells, and the first missing cell, non-number, non-finite and negative number and non-date, of each of
+    `columns` in the first `rows` data rows of a CSV file."""
     samples = {name: ColumnSample() for name in columns}
     records = csv_sample(path, rows)
     header = [name.strip() for name in next(records)[1]]
@@ -175,6 +177,8 @@ def sample_columns(path: str, columns: list[str], rows: int = SAMPLE_ROWS) -> di
                 sample.first_non_finite = (line, cell)
             if sample.first_negative is None and number and float(cell) < 0:
                 sample.first_negative = (line, cell)
+            if sample.first_non_date is None and not is_date(cell):
+                sample.first_non_date = (line, cell)
     return samples
 
 

@@ -23,6 +23,7 @@ from dtfx.components.example_gen.sources import describe_paths, image_kind_probl
 from dtfx.components.pusher import bucket_versions
 from dtfx.components.registry.formats import format_of
 from dtfx.components.registry.metrics import TASKS, metrics_for, unreachable_bounds
+from dtfx.components.transform.dates import DATE_FORMS
 from dtfx.pipeline import file_checks, layout, model_module
 from dtfx.pipeline.config import EVERY_N_WORD, Config, DataSection, PipelineSection, PusherSection, Threshold
 from dtfx.pipeline.config_base import PATTERN_WORDS, UNKNOWN_TYPE, WORD_OR_NUMBER, Section
@@ -323,7 +324,7 @@ def _data_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
     where = f"columns of {files[0]}: {', '.join(columns)}"
     named = [("data.label", data.get("label"))]
     features = _section(raw, "features")
-    for kind in ("numeric", "categorical"):
+    for kind in ("numeric", "categorical", "datetime"):
         if isinstance(features.get(kind), list):
             named += [(f"features.{kind}.{index}", name) for index, name in enumerate(features[kind])]
     for kind in ("image", "text"):
@@ -457,14 +458,15 @@ def _value_problems(
     path: str, named: list[tuple[str, Any]], missing: set[str], data: dict[str, Any], lines: dict[str, int]
 ) -> list[Problem]:
     """From the first rows of the first CSV file: numeric features and a regression label hold finite numbers,
-    image features do not hold numbers."""
+    image features do not hold numbers, date features hold dates."""
     task, non_finite = _given(data, DataSection, "task"), _given(data, DataSection, "non_finite")
     numeric = [(key, name) for key, name in named if key.startswith("features.numeric.")]
     if task == "regression":
         numeric.append(("data.label", named[0][1]))
     images = [(key, name) for key, name in named if key.startswith("features.image.")]
+    datetimes = [(key, name) for key, name in named if key.startswith("features.datetime.")]
     weight = [(key, name) for key, name in named if key == "data.weight" and name != named[0][1]]  # not the label
-    wanted = [name for _, name in numeric + images + weight]
+    wanted = [name for _, name in numeric + images + datetimes + weight]
     samples = file_checks.sample_columns(path, [n for n in wanted if isinstance(n, str) and n not in missing])
     problems = []
     for key, name in numeric:
@@ -484,6 +486,13 @@ def _value_problems(
         if sample and sample.present and sample.first_non_number is None:
             problem = image_kind_problem(name, "float")
             problems.append(Problem(key, f"{path}: {problem} (all {sample.present:,} values read are numbers)",
+                                    line_of(key, lines)))
+    for key, name in datetimes:
+        sample = samples.get(name)
+        if sample and sample.first_non_date:
+            line, cell = sample.first_non_date
+            problems.append(Problem(key, f"{path}, line {line}: {cell!r} in column {name!r} is not a date "
+                                         f"({DATE_FORMS}), but {name!r} is a date feature (features.datetime)",
                                     line_of(key, lines)))
     for key, name in weight:
         problem = _weight_problem(path, name, samples.get(name))

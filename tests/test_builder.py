@@ -83,7 +83,8 @@ def test_the_predict_stage_uses_the_blessing_and_sees_changed_data():
     assert predict.exec_properties["data_path"] == "/data/new.csv"
     assert json.loads(predict.exec_properties["options"]) == {
         "features": {"numeric": config.features.numeric, "categorical": config.features.categorical,
-                     "images": [{"name": "photo", "source": "path", "size": [8, 8], "channels": 3}], "texts": []},
+                     "images": [{"name": "photo", "source": "path", "size": [8, 8], "channels": 3}], "texts": [],
+                     "datetimes": []},
         "keys": ["island"]}
     changed = {c.id: c for c in build_pipeline(config, predict_data_version="a:2").components}["predict"]
     assert changed.exec_properties["data_version"] != predict.exec_properties["data_version"]

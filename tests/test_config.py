@@ -570,3 +570,13 @@ def test_text_features_and_image_sizes_have_bounds_too(write_config):
     problems = problems_of(write_config(features=features))
     assert any(p.startswith("features.text.0.max_tokens (line") and "at most 1,000,000, since" in p for p in problems), problems
     assert any(p.startswith("features.image.0.size.0 (line") and "at most 4,096, since" in p for p in problems), problems
+
+
+def test_a_date_feature_is_a_kind_of_its_own_disjoint_from_the_others_and_from_the_label(write_config):
+    problems = problems_of(write_config(features={"numeric": ["bill_length_mm"], "datetime": ["bill_length_mm"]}))
+    assert any("column 'bill_length_mm' is listed as both numeric and datetime" in p for p in problems), problems
+    problems = problems_of(write_config(features={"datetime": ["species"]}))
+    assert any("the label 'species' cannot also be a feature" in p for p in problems), problems
+    # Only dates listed, numeric and categorical given empty: the dates are the model's input.
+    problems = problems_of(write_config(features={"numeric": [], "categorical": [], "datetime": ["island"]}))
+    assert not any("no feature" in p for p in problems), problems

@@ -531,3 +531,56 @@ def test_no_column_left_to_learn_from_is_an_error_naming_each_column_init_left_o
         "above), where always predicting 'no' labels 66.6%; a column recorded with the label or after it is missing when "
         "a prediction is made: if it is known before, list it under features.numeric). Choose another label with "
         "--label, or write the feature lists yourself (see pipeline_config/penguins.yaml)")
+
+
+# --- issue 44: date and time columns --------------------------------------------------------------------------------
+
+DATE_NOTE = ("Transform derives year, month, day, day of week, day of year, hour and the sine and cosine of month, day "
+             "of week, day of year and hour; serving takes the date as text")
+
+
+def test_a_column_of_dates_is_a_date_feature_not_an_identifier(tmp_path, capsys):
+    # 60 rows: every date distinct (an identifier, were it text), a time of day in one of the columns, both ISO forms.
+    rows = [[f"2021-{i % 12 + 1:02d}-{i % 28 + 1:02d}", f"2021/{i % 12 + 1}/{i % 28 + 1}T{i % 24}:30", i % 7,
+             "wet" if i % 12 in (0, 1, 10, 11) else "dry"] for i in range(60)]
+    code, lines, out = run_init(tmp_path, capsys, "weather", ["day", "seen", "wind", "weather"], rows)
+    assert code == 0
+    config = load_config(str(out))  # validate passes as written
+    assert config.features.datetime == ["day", "seen"] and config.features.numeric == ["wind"]
+    assert config.features.categorical == []
+    assert lines[1] == "  label weather (classification); numeric: wind; categorical: -; datetime: day, seen"
+    expected = [f"day: datetime (60 of 60 sampled values are dates such as '2021-01-01': {DATE_NOTE})",
+                f"seen: datetime (60 of 60 sampled values are dates such as '2021/1/1T0:30': {DATE_NOTE})"]
+    assert [line.strip() for line in lines if ": datetime" in line] == expected
+    assert [line.removeprefix("#   ") for line in out.read_text().splitlines() if ": datetime (" in line] == expected
+
+
+def test_a_text_column_with_a_few_dates_is_not_a_date_feature(tmp_path, capsys):
+    rows = [["2021-01-05" if i < 3 else f"shop {i % 5}", i % 7, "a" if i % 2 else "b"] for i in range(60)]
+    code, lines, out = run_init(tmp_path, capsys, "shops", ["where", "n", "label"], rows)
+    assert code == 0
+    assert load_config(str(out)).features.categorical == ["where"]
+    assert load_config(str(out)).features.datetime == []
+
+
+def test_parquet_date_and_timestamp_columns_are_date_features(tmp_path, capsys):
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    count = 30
+    start = datetime.datetime(2020, 2, 27, 22, 15)
+    table = pa.table({
+        "day": pa.array([(start + datetime.timedelta(days=i)).date() for i in range(count)], pa.date32()),
+        "at": pa.array([start + datetime.timedelta(hours=7 * i) for i in range(count)], pa.timestamp("us", tz="UTC")),
+        "x": pa.array([float(i % 5) for i in range(count)]),
+        "label": pa.array(["a" if i % 3 else "b" for i in range(count)]),
+    })
+    pq.write_table(table, tmp_path / "times.parquet")
+    out = tmp_path / "times.yaml"
+    assert main(["init", "times", "--data", str(tmp_path / "times.parquet"), "--output", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert load_config(str(out)).features.datetime == ["day", "at"]
+    assert f"  day: datetime (a Parquet column of dates or timestamps: {DATE_NOTE})" in lines
+    assert f"  at: datetime (a Parquet column of dates or timestamps: {DATE_NOTE})" in lines

@@ -124,13 +124,14 @@ class FeatureLists:
     categorical: list[str] | None  # features.categorical
     images: list[dict]  # features.image, each as ImageColumn.from_dict reads it
     texts: list[str]  # the names of features.text
+    datetimes: list[str]  # features.datetime: copied by default, as a date says which row a prediction is of
 
     def tabular(self, inputs: RawInputs) -> set[str]:
         """The numeric and categorical features of the model: as listed, else (neither list given) every raw column
-        the model reads (the label is none of them) but the images and texts, as Transform infers them
+        the model reads (the label is none of them) but the images, texts and dates, as Transform infers them
         (transform.preprocessing.feature_kinds)."""
         if self.numeric is None and self.categorical is None:
-            others = {feature["name"] for feature in self.images} | set(self.texts)
+            others = {feature["name"] for feature in self.images} | set(self.texts) | set(self.datetimes)
             return {name for name in inputs.columns if name not in others}
         return {*(self.numeric or ()), *(self.categorical or ())}
 

@@ -16,6 +16,7 @@ class TransformOptions(StepOptions):
     oov_buckets: int  # vocabulary buckets for categories (and text tokens) unseen in the training data
     images: list[dict]  # features.image: name, size [height, width], channels (ingest made them that size already)
     texts: list[dict]  # features.text: name, max_tokens, sequence_length, standardize
+    datetimes: list[str]  # features.datetime: date columns, each made into the numeric parts of dates.PARTS
     num_shards: int  # files of transformed examples per split (data.sharding.num_shards, as ingest writes)
     weight: str | None  # data.weight: a column of example weights, passed through as a float, not a feature
     # Count the rows of each class of the training split (the label_counts vocabulary), for trainer.class_weights:

@@ -5,7 +5,9 @@ integer-category) columns get a vocabulary with out-of-vocabulary buckets, missi
 being a category of their own. Images (encoded bytes, as ingest stored them) are decoded,
 resized and scaled to [0, 1]; texts are standardized, split on whitespace and mapped to token
 ids through a vocabulary of the training split (0 pads, OOV tokens share buckets), cut or padded
-to `sequence_length`. Columns not listed are typed from their dtype when the config gives no
+to `sequence_length`. Date columns (features.datetime) become numeric parts (year, month, day of
+week, ... and the cyclic ones: dates.PARTS), each z-scored and filled like a numeric feature
+(`_date_parts`). Columns not listed are typed from their dtype when the config gives no
 feature lists. Transformed names end in `_xf`.
 
 The label and the example weight (data.weight) are not features: the label becomes class ids (classification)
@@ -25,6 +27,7 @@ import tensorflow_transform as tft
 from tensorflow_transform import schema_inference
 
 from dtfx.components.names import LABEL_VOCABULARY, transformed_name
+from dtfx.components.transform import dates
 from dtfx.components.transform.options import TransformOptions
 
 MISSING_CATEGORY = "__missing__"
@@ -33,6 +36,7 @@ MISSING_CATEGORY = "__missing__"
 NUMERIC_FILL = "its training mean"
 CATEGORY_FILL = f"its missing category ('{MISSING_CATEGORY}'), which training never saw"
 TEXT_FILL = "an empty text"
+DATE_FILL = "each of its derived parts' training mean (a cell that is not a date is filled alike)"
 # Rows of each class of the training split ("count class" lines, the analysis splits being the training split), for
 # trainer.class_weights: balanced: written beside the label vocabulary, in the same Beam pass over the rows.
 LABEL_COUNTS = "label_counts"
@@ -56,6 +60,13 @@ def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> d
         outputs[transformed_name(feature["name"])] = _image(inputs[feature["name"]], feature)
     for feature in options.texts:
         outputs[transformed_name(feature["name"])] = _token_ids(inputs[feature["name"]], feature, options.oov_buckets)
+    for name in options.datetimes:
+        taken = [dates.part_name(name, part) for part in dates.PARTS if dates.part_name(name, part) in inputs]
+        if taken:  # its transformed name would be the part's
+            raise ValueError(f"column {taken[0]!r} has the name of a part derived from the date column {name!r}: "
+                             "rename one of them")
+        for part, values in _date_parts(inputs[name]).items():
+            outputs[transformed_name(dates.part_name(name, part))] = values
     if options.task == "classification":
         outputs[transformed_name(label)] = _class_ids(inputs[label], options.label_counts)
     else:
@@ -82,7 +93,8 @@ def feature_kinds(inputs: dict[str, Any], options: TransformOptions) -> tuple[li
     the label, the weight and the image and text features)."""
     numeric, categorical = options.numeric, options.categorical
     if numeric is None and categorical is None:
-        not_features = {options.label, options.weight} | {feature["name"] for feature in options.images + options.texts}
+        not_features = {options.label, options.weight, *options.datetimes}
+        not_features |= {feature["name"] for feature in options.images + options.texts}
         columns = sorted(name for name in inputs if name not in not_features)
         numeric = [name for name in columns if inputs[name].dtype != tf.string]
         categorical = [name for name in columns if inputs[name].dtype == tf.string]
@@ -119,6 +131,28 @@ def _standardise(x):
     # One analyzer for both moments (tft.mean and tft.var would be two, each its own Beam combine).
     scores = _dense(tft.scale_to_z_score(_as_float(x)), float("nan"))
     return tf.where(tf.math.is_nan(scores), tf.zeros_like(scores), scores)
+
+
+def _date_parts(x) -> dict[str, tf.Tensor]:
+    """Each of dates.PARTS of a string column, z-scored over the dates of the training split and kept within the
+    range training saw; 0 (the mean) where the cell is missing or not a date, and always 0 for a part that was
+    constant in training.
+
+    A part constant in training (hour, in data without a time of day) has weights training never moved, and a part
+    beyond training's range (a later year) is a z-score the network never saw: either would make a served date's
+    prediction whatever the untrained weights say. Clipped to the training range, a year after the data is read as
+    its last year.
+    """
+    parts, valid = dates.date_parts(_dense(_as_string(x), ""))
+    stacked = tf.stack([parts[part] for part in dates.PARTS], axis=1)  # [batch, parts]: one analyzer each for all
+    dated = tf.where(valid[:, tf.newaxis], stacked, float("nan"))  # TFT's mean and variance skip NaN
+    mean = tft.mean(dated, reduce_instance_dims=False)
+    variance = tft.var(dated, reduce_instance_dims=False)
+    lowest = tft.min(tf.where(valid[:, tf.newaxis], stacked, float("inf")), reduce_instance_dims=False)
+    highest = tft.max(tf.where(valid[:, tf.newaxis], stacked, float("-inf")), reduce_instance_dims=False)
+    scores = tf.math.divide_no_nan(tf.clip_by_value(stacked, lowest, highest) - mean, tf.sqrt(variance))
+    scores = tf.where(tf.logical_and(valid[:, tf.newaxis], variance > 0), scores, tf.zeros_like(scores))
+    return {part: scores[:, index] for index, part in enumerate(dates.PARTS)}
 
 
 def _dense_strings(x):

@@ -75,7 +75,7 @@ def make_starter(name: str, data_path: str, out_path: str | None = None, label: 
         {
             "pipeline": {"name": name},
             "data": {"path": _data_path(data_path), "label": choice.label, "task": choice.task},
-            "features": {"numeric": choice.numeric, "categorical": choice.categorical},
+            "features": {"numeric": choice.numeric, "categorical": choice.categorical, "datetime": choice.datetime},
             "trainer": {"model": {"type": model_type}},
             "evaluator": {"thresholds": {metric: bounds}},
         }
@@ -86,6 +86,7 @@ def make_starter(name: str, data_path: str, out_path: str | None = None, label: 
         "data.task": f"{choice.task_note}; classification or regression",
         "features.numeric": "numbers: z-scored, missing filled with the mean",
         "features.categorical": "strings: a vocabulary, missing is a category of its own",
+        "features.datetime": "dates: year, month, day of week, day of year, hour and their cycles",
         f"evaluator.thresholds.{metric}": why + "; tighten it",
         "trainer.model": model_why,
     }
@@ -155,6 +156,7 @@ def _init(args: argparse.Namespace) -> int:
     print(
         f"  label {config.data.label} ({config.data.task}); numeric: {', '.join(features.numeric) or '-'}; "
         f"categorical: {', '.join(features.categorical) or '-'}"
+        + (f"; datetime: {', '.join(features.datetime)}" if features.datetime else "")
     )
     metric, bounds, why = choice.threshold
     limits = ", ".join(f"{'>=' if key == 'lower_bound' else '<='} {value:g}" for key, value in bounds.items())

@@ -13,9 +13,10 @@ import itertools
 import math
 import statistics
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dtfx.components.example_gen.sources import nothing_to_learn
+from dtfx.components.transform.dates import is_date
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.file_checks import is_number
 from dtfx.pipeline.starter.leaks import finite_number, leak_figure, percent
@@ -49,7 +50,15 @@ STRAY_MAX_SHARE = 0.01
 SKEWED_SHARE = 0.9
 SKEWED_AUC = 0.7
 
-NUMERIC, CATEGORICAL, LEFT_OUT = "numeric", "categorical", "left out"
+# Dates: a text column is a date feature (features.datetime) when its sampled values are dates as Transform reads
+# them (components/transform/dates.py: 2024-03-01, 2024/3/1, a time of day after a space or a T) but for at most the
+# stray cells numbers may have (STRAY_*), which validate then names; a Parquet column of dates or timestamps is one
+# always. Left as text, a date is an identifier (most dates are in a row or two) and the model sees neither season nor
+# weekday; its parts (year, month, day of week, ...) are numbers that recur.
+DATE_PARTS_NOTE = ("Transform derives year, month, day, day of week, day of year, hour and the sine and cosine of "
+                   "month, day of week, day of year and hour; serving takes the date as text")
+
+NUMERIC, CATEGORICAL, DATETIME, LEFT_OUT = "numeric", "categorical", "datetime", "left out"
 
 
 @dataclass
@@ -65,6 +74,7 @@ class Guess:
     threshold: tuple[str, dict[str, float], str]  # metric, bounds, comment
     label_note: str
     task_note: str  # why the task
+    datetime: list[str] = field(default_factory=list)  # date columns (features.datetime)
 
     def decisions(self) -> list[str]:
         """One line per column that init left out or did not read plainly: `name: what (why)`."""
@@ -76,9 +86,11 @@ def guess(columns: list[Column], label: str | None) -> Guess:
     target = _label_column(columns, label)
     task, task_note = _task(target)
     roles = {column.name: _feature_role(column, target, task) for column in columns if column is not target}
+    columns_by_name = {column.name: column for column in columns}
     numeric = [name for name, (role, _) in roles.items() if role == NUMERIC]
     categorical = [name for name, (role, _) in roles.items() if role == CATEGORICAL]
-    if not numeric and not categorical:
+    dated = [name for name, (role, _) in roles.items() if role == DATETIME]
+    if not numeric and not categorical and not dated:
         raise UserError(_nothing_left(target.name, roles))
     notes, refused = {}, []
     _, stray = _numbers(target)
@@ -90,8 +102,11 @@ def guess(columns: list[Column], label: str | None) -> Guess:
             notes[name] = f"{role} ({why})"
         if role == NUMERIC and why:  # a numeric feature is noted only for its stray cells
             refused.append(name)
+        if role == DATETIME and _non_dates(columns_by_name[name]):
+            refused.append(name)
     metric, bounds, why, label_note = _threshold(target, task)
-    return Guess(target.name, task, numeric, categorical, notes, refused, (metric, bounds, why), label_note, task_note)
+    return Guess(target.name, task, numeric, categorical, notes, refused, (metric, bounds, why), label_note, task_note,
+                 datetime=dated)
 
 
 def _feature_role(column: Column, target: Column, task: str) -> tuple[str, str | None]:
@@ -171,6 +186,9 @@ def _role(column: Column) -> tuple[str, str | None]:
         return LEFT_OUT, "counts the rows: looks like a row number"
     if kind:
         return NUMERIC, _stray_note(column, stray, "a numeric feature") if stray else None
+    dates = _dates_note(column)
+    if dates:
+        return DATETIME, dates
     identifier = _identifier_like(column)
     return (LEFT_OUT, identifier) if identifier else (CATEGORICAL, None)
 
@@ -210,6 +228,31 @@ def _is_row_number(column: Column, stray: list[int]) -> bool:
     skip = set(stray)
     numbers = [int(cell) for row, cell in enumerate(column.cells) if cell is not None and row not in skip]
     return len(numbers) >= ID_MIN_ROWS and all(later - earlier == 1 for earlier, later in zip(numbers, numbers[1:], strict=False))
+
+
+def _non_dates(column: Column) -> list[int]:
+    """The rows of the sampled cells of a column that are not dates, up to one more than STRAY_MAX_CELLS."""
+    cells = (row for row, cell in enumerate(column.cells) if cell is not None and not is_date(cell))
+    return list(itertools.islice(cells, STRAY_MAX_CELLS + 1))
+
+
+def _dates_note(column: Column) -> str | None:
+    """Why a column is a date feature (DATE_PARTS_NOTE), naming its stray cells; None when it is not one."""
+    if column.dates:
+        return f"a Parquet column of dates or timestamps: {DATE_PARTS_NOTE}"
+    if column.kind != "string":
+        return None
+    stray = _non_dates(column)
+    if len(stray) > min(STRAY_MAX_CELLS, STRAY_MAX_SHARE * len(column.values)):
+        return None
+    dated = len(column.values) - len(stray)
+    example = next(cell for cell in column.values if is_date(cell))
+    note = f"{dated:,} of {len(column.values):,} sampled values are dates such as {example!r}: {DATE_PARTS_NOTE}"
+    if not stray:
+        return note
+    return (f"{note}; {len(stray)} {'is' if len(stray) == 1 else 'are'} not: {_places(column, stray)}; validate "
+            "refuses such a cell in a date feature: correct it, or empty it (a missing date is filled with each "
+            "part's mean)")
 
 
 def _identifier_like(column: Column) -> str | None:

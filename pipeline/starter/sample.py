@@ -32,6 +32,7 @@ class Column:
     lines: list[int] | None = None  # the line each sampled row of a CSV file ends on; None for Parquet (rows counted)
     stored: str | None = None  # a Parquet column's kind as ingest stores it (int, float, bytes, null); None for CSV
     lists: bool = False  # a Parquet column of lists (a multi-valued feature)
+    dates: bool = False  # a Parquet column of dates or timestamps (ingest stores them as text)
 
     @cached_property
     def values(self) -> list[str]:
@@ -117,7 +118,8 @@ def _parquet_sample(path: str, rows: int, shown_as: str) -> tuple[list[Column], 
     columns = []
     for name, array in zip(batch.schema.names, batch.columns, strict=True):
         cells = [None if value is None else _text(value) for value in array.to_pylist()]
-        columns.append(Column(name, cells, shown_as, None, scan.kinds[name], _is_list(array.type)))
+        columns.append(Column(name, cells, shown_as, None, scan.kinds[name], _is_list(array.type),
+                              pa.types.is_date(array.type) or pa.types.is_timestamp(array.type)))
     return columns, len(batch)
 
 

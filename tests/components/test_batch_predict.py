@@ -77,7 +77,7 @@ def colour_model_dir(tmp_path_factory) -> str:
     return save_classifier(str(tmp_path_factory.mktemp("colour_model")), {"x": "float", "colour": "bytes"})
 
 
-NO_FEATURES = predict.FeatureLists(numeric=None, categorical=None, images=[], texts=[])
+NO_FEATURES = predict.FeatureLists(numeric=None, categorical=None, images=[], texts=[], datetimes=[])
 
 
 def _scored_csv(path) -> str:
@@ -144,7 +144,7 @@ def test_the_default_keys_are_the_columns_that_are_not_numeric_or_categorical_fe
                                                                                        numeric, categorical, copied):
     data, output = tmp_path / "new.csv", str(tmp_path / "predictions.parquet")
     data.write_text("id,x,colour,label\n7,1.0,red,a\n8,9.0,blue,b\n")
-    features = predict.FeatureLists(numeric=numeric, categorical=categorical, images=[], texts=[])
+    features = predict.FeatureLists(numeric=numeric, categorical=categorical, images=[], texts=[], datetimes=[])
     counts = predict.predict(beam.Pipeline, colour_model_dir, str(data), output, features)
     assert counts.keys == copied
     assert pq.read_table(output).column_names == [*copied, "prediction", "probability_a", "probability_b",

@@ -34,7 +34,7 @@ def test_numbers_are_z_scored_over_the_present_values_and_a_missing_value_become
     spec = {"x": tf.io.VarLenFeature(tf.float32), "flat": tf.io.VarLenFeature(tf.float32),
             "y": tf.io.VarLenFeature(tf.string)}
     options = TransformOptions(label="y", task="classification", numeric=["x", "flat"], categorical=[], oov_buckets=1,
-                               images=[], texts=[], num_shards=1, weight=None, label_counts=False).to_dict()
+                               images=[], texts=[], datetimes=[], num_shards=1, weight=None, label_counts=False).to_dict()
     with tft_beam.Context(temp_dir=str(tmp_path), force_tf_compat_v1=True):
         (transformed, _), _ = (rows, dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(spec))) | (
             tft_beam.AnalyzeAndTransformDataset(lambda inputs: preprocessing_fn(inputs, options)))

@@ -38,7 +38,8 @@ RAW_ROWS = [
 
 # Features inferred (the weight must not be one), the label's classes counted (trainer.class_weights: balanced).
 TRANSFORM_OPTIONS = TransformOptions(label="y", task="classification", numeric=None, categorical=None, oov_buckets=1,
-                                     images=[], texts=[], num_shards=1, weight="w", label_counts=True).to_dict()
+                                     images=[], texts=[], datetimes=[], num_shards=1, weight="w",
+                                     label_counts=True).to_dict()
 
 
 def trainer_options(**changes):

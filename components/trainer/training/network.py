@@ -11,10 +11,11 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
 
-from dtfx.components.names import transformed_name
+from dtfx.components.names import TRANSFORMED_SUFFIX, transformed_name
 from dtfx.components.registry.models import MODEL_TYPES
 from dtfx.components.trainer.options import TrainerOptions
-from dtfx.components.transform.preprocessing import CATEGORY_FILL, LABEL_VOCABULARY, NUMERIC_FILL, TEXT_FILL
+from dtfx.components.transform import dates
+from dtfx.components.transform.preprocessing import CATEGORY_FILL, DATE_FILL, LABEL_VOCABULARY, NUMERIC_FILL, TEXT_FILL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,9 +59,11 @@ class ModelInputs:
         return [*self.numeric, *self.categorical, *self.images, *self.text]
 
     def fills(self) -> dict[str, str]:
-        """Each input that Transform fills where its raw value is missing (by transformed name) -> what it puts there."""
+        """Each input that Transform fills where its raw value is missing (by transformed name) -> what it puts there.
+        A date column, whose parts are the model's inputs, is there by its own transformed name."""
+        date_columns = dates.date_columns(self.numeric, TRANSFORMED_SUFFIX)
         return {**dict.fromkeys(self.numeric, NUMERIC_FILL), **dict.fromkeys(self.categorical, CATEGORY_FILL),
-                **dict.fromkeys(self.text, TEXT_FILL)}
+                **dict.fromkeys(self.text, TEXT_FILL), **dict.fromkeys(map(transformed_name, date_columns), DATE_FILL)}
 
     def build_model(self, options: TrainerOptions) -> keras.Model:
         """The configured model, compiled (call it inside the strategy's scope)."""
