@@ -34,6 +34,8 @@ LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 # The config keys that become run parameters when kubeflow.run_parameters is not given, where they apply (each bound
 # set in evaluator.thresholds too): what a user tunes between runs from the Kubeflow UI.
 DEFAULT_RUN_PARAMETERS = ("trainer.learning_rate", "trainer.train_steps", "data.path")
+# A forest's (trainer.model gradient_boosted_trees) instead of the trainer's keys above, which it does not read.
+FOREST_RUN_PARAMETERS = ("trainer.model.shrinkage", "trainer.model.num_trees")
 CONFIG_KEY_WORDS = "a dotted config key such as trainer.learning_rate"
 ConfigKey = Annotated[str, Field(pattern=plain_pattern(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$", CONFIG_KEY_WORDS))]
 # The Kubeflow Pipelines backend releases (major.minor) a compiled pipeline can be written for, oldest first. After
@@ -445,7 +447,8 @@ class KubeflowSection(Section):
         "each key whose value is a number, a string or a boolean becomes a typed pipeline parameter named after it with "
         "'_' for '.' (trainer.learning_rate: trainer_learning_rate), the config's value as its default; each run checks "
         "the values with the config's rules before any step runs. A key must be one a step reads as the config gives "
-        "it (dtfx compile names any other). Null: " + ", ".join(DEFAULT_RUN_PARAMETERS) + " and each bound set in "
+        "it (dtfx compile names any other). Null: " + ", ".join(DEFAULT_RUN_PARAMETERS) + " (for trees, "
+        + " and ".join(FOREST_RUN_PARAMETERS) + " instead of the trainer's) and each bound set in "
         "evaluator.thresholds, those that apply; []: none.",
     )
 

@@ -40,9 +40,10 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from dtfx.components import run_parameters as step_side
 from dtfx.components.errors import report_user_error
+from dtfx.components.registry.models import model_type_of
 from dtfx.components.run_parameters import RUN_PARAMETERS_FLAG, TYPE_WORDS, parameter_type
 from dtfx.pipeline.errors import ConfigError, UserError
-from dtfx.pipeline.kubeflow_config import DEFAULT_RUN_PARAMETERS
+from dtfx.pipeline.kubeflow_config import DEFAULT_RUN_PARAMETERS, FOREST_RUN_PARAMETERS
 
 CHECK_STEP = "check_parameters"  # short enough for the task table of dtfx rehearse
 SETTING = "kubeflow.run_parameters"
@@ -109,11 +110,15 @@ def form(config, build: Callable) -> RunForm:
 
 
 def default_keys(config) -> list[str]:
-    """The keys of DEFAULT_RUN_PARAMETERS, with every bound set in evaluator.thresholds after the trainer's."""
+    """The keys of DEFAULT_RUN_PARAMETERS (a forest's trainer keys FOREST_RUN_PARAMETERS), with every bound set in
+    evaluator.thresholds after the trainer's."""
     bounds = [f"evaluator.thresholds.{metric}.{bound}" for metric, threshold in config.evaluator.thresholds.items()
               for bound in threshold.BOUNDS if getattr(threshold, bound) is not None]
     trainer = [key for key in DEFAULT_RUN_PARAMETERS if key.startswith("trainer.")]
-    return trainer + bounds + [key for key in DEFAULT_RUN_PARAMETERS if key not in trainer]
+    others = [key for key in DEFAULT_RUN_PARAMETERS if key not in trainer]
+    if model_type_of(config.trainer.model).trains_as == "forest":
+        trainer = list(FOREST_RUN_PARAMETERS)
+    return trainer + bounds + others
 
 
 class _NotAParameter(Exception):
@@ -335,7 +340,12 @@ def _add_check_step(spec: dict, run_form: RunForm, config_text: str) -> None:
 
 def config_text(config) -> str:
     """The config as YAML, as the check step loads it: the keys the user set (defaults are the model's own)."""
-    return yaml.safe_dump(config.model_dump(mode="json", by_alias=True, exclude_defaults=True), sort_keys=False)
+    dumped = config.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    # A model section's `type` is always its default, and it is what chooses the section (config.ModelSection): left
+    # out, a cnn or a forest would load as the default dnn.
+    if "type" in type(config.trainer.model).model_fields:
+        dumped.setdefault("trainer", {}).setdefault("model", {})["type"] = config.trainer.model.type
+    return yaml.safe_dump(dumped, sort_keys=False)
 
 
 def declared(spec: dict) -> dict[str, str]:

@@ -379,3 +379,25 @@ def test_0_in_the_run_form_is_train_steps_null_for_the_check_step_and_for_tfx(tm
     fn_args = fn_args_utils.get_common_fn_args(
         {"examples": [examples]}, {"train_args": exec_properties["train_args"], "eval_args": '{"num_steps": 2}'})
     assert (fn_args.train_steps, fn_args.eval_steps) == (None, 2)
+
+
+FOREST = {"trainer": {"model": {"type": "gradient_boosted_trees"}}}
+
+
+def test_a_forest_s_form_offers_its_own_keys_and_its_check_step_passes_them(tmp_path, capsys):
+    config = loaded(tmp_path, **FOREST)
+    form = run_form.form(config, build)
+    by_name = {parameter.name: parameter for parameter in form.parameters}
+    # Not the network's learning rate and steps, which a forest's config refuses: the trees' shrinkage and count.
+    assert list(by_name) == ["trainer_model_shrinkage", "trainer_model_num_trees",
+                             "evaluator_thresholds_accuracy_lower_bound", "data_path"]
+    assert by_name["trainer_model_num_trees"].targets == (run_form.Target("train", "custom_config", ("model", "num_trees")),)
+    keys = {parameter.name: {"key": parameter.key, "type": parameter.type} for parameter in form.parameters}
+    check = lambda values: run_form.main(["--executor_input", json.dumps({"inputs": {"parameterValues": values}}),  # noqa: E731
+                                          "--keys", json.dumps(keys), "--config", run_form.config_text(config)])
+    assert check({"trainer_model_shrinkage": 0.05, "trainer_model_num_trees": 100}) == 0
+    assert check({"trainer_model_shrinkage": 2.0}) == 2
+    assert "run parameter trainer_model_shrinkage (trainer.model.shrinkage) = 2.0: should be at most 1, not 2.0" in \
+        capsys.readouterr().err
+    # The model's type is its section's default, and still in the config the check step loads: else it would be a dnn's.
+    assert yaml.safe_load(run_form.config_text(config))["trainer"]["model"] == {"type": "gradient_boosted_trees"}
