@@ -184,7 +184,7 @@ def test_a_user_model_is_called_exactly_as_documented(tmp_path, monkeypatch):
 def test_every_registered_model_builds_from_its_default_options():
     for entry in MODEL_TYPES:
         if entry.build is None:
-            continue  # the user's own, above
+            continue  # the user's own (above), and the forest, grown not built (tests/trainer/test_forest.py)
         options = entry.options().model_dump()
         model = entry.build_model(options, ["size_xf"], {"colour_xf": 4}, 2,
                                   images={"image_xf": (8, 8, 3)} if "image" in entry.reads else None,
