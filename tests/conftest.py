@@ -24,6 +24,8 @@ HEAVIEST_FILES = [
     "tests/kubeflow/test_rehearsal.py",
     "tests/kubeflow/test_rehearse.py",
     "tests/e2e/test_samples.py",
+    "tests/e2e/test_dates.py",
+    "tests/e2e/test_forest_run.py",
     "tests/e2e/test_parameter_server.py",
     "tests/trainer/test_replica_equivalence.py",
     "tests/test_properties.py",

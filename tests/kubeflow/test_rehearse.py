@@ -238,3 +238,26 @@ def test_a_beam_cluster_profile_is_not_rehearsed(capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert re.search(r"beam.runner \(line \d+\): 'portable' sends Beam's work to a cluster.*--set beam.runner=direct", err), err
+
+
+@pytest.mark.slow
+def test_a_rehearsed_forest_is_trained_evaluated_pushed_and_served(write_config, tmp_path, s3_store):
+    """gradient_boosted_trees through the compiled pipeline: ydf in the image's environment, the forest's run
+    parameters through the check step and Kubeflow's parameter passing, its SavedModel through the store."""
+    data = penguins_csv(tmp_path / "data")
+    config = write_config(data__path=str(data), data__sharding__num_shards=1,
+                          trainer={"model": {"type": "gradient_boosted_trees", "num_trees": 50}},
+                          evaluator__thresholds={"accuracy": {"lower_bound": 0.9}})
+    root = "minio://forest-rehearsal/v2/artifacts"
+    result = run_dtfx("rehearse", str(config), "--set", f"kubeflow.pipeline_root={root}", "--s3-endpoint", s3_store.endpoint,
+                      "--param", "trainer_model_shrinkage=0.2", timeout=600,
+                      AWS_ACCESS_KEY_ID="rehearsal", AWS_SECRET_ACCESS_KEY="rehearsal")
+    assert result.returncode == 0, result.stdout + result.stderr
+    logs = Path(re.search(r"^logs: (.+)$", result.stdout, re.MULTILINE).group(1))
+    assert '"shrinkage": 0.2' in (logs / "train.log").read_text(), "the run's value reached the train step"
+    assert re.search(r"^evaluator: blessed$(\n.*)*\npushed: /", result.stdout, re.MULTILINE), result.stdout
+    pushed = re.search(r"^pushed: (/.+)$", result.stdout, re.MULTILINE).group(1)
+    with open(data) as handle:
+        rows = list(csv.DictReader(handle))[:40]
+    predicted = serve(pushed, rows)
+    assert sum(p == row["species"] for p, row in zip(predicted, rows, strict=True)) >= 36
