@@ -53,7 +53,12 @@ class TrainStats:
 
     def figures(self) -> dict[str, Any]:
         """Every figure but the per-epoch history; with several workers, each worker's files in a line; with
-        parameter servers, where each variable lives."""
+        parameter servers, where each variable lives. A forest's are its own: a network's replicas, batches and
+        steps mean nothing to it."""
+        if self.forest:
+            return {"model": "gradient-boosted trees (YDF)", "trees": self.forest["trees"],
+                    "iterations": self.forest["iterations"], "training rows": self.forest["examples"],
+                    "boosting": self.forest["stopped"], "seconds": self.seconds}
         lists = ("history", "worker_files", "variable_servers", "cluster", "replica_stats", "all_reduce_wait_seconds",
                  "forest")
         figures = {key: value for key, value in dataclasses.asdict(self).items() if key not in lists}
@@ -61,8 +66,6 @@ class TrainStats:
             if not figures[optional]:
                 figures.pop(optional)
         figures.update(self.replica_figures())
-        if self.forest:
-            figures.update(trees=self.forest["trees"], boosting=self.forest["stopped"])
         if self.cluster:
             figures["cluster"] = ", ".join(f"{role} × {count}" for role, count in self.cluster.items())
         if self.processes > 1:

@@ -89,6 +89,8 @@ def training_section(summary: RunSummary) -> str:
     steps = figures.get("train_steps")
     if history:
         body += "<h3>Per epoch</h3>" + _history_charts(history, steps // epochs if steps and epochs else None)
+    elif train_stats and train_stats.forest:
+        body += '<p class="muted">A forest is grown tree by tree, not trained in epochs: no per-epoch curves.</p>'
     else:
         body += f'<p class="muted">No {TRAIN_STATS_FILE} history in {esc(model_run)}.</p>'
     body += "<h3>TensorBoard scalars</h3>" + _tensorboard(model_run, skip_epoch_tags=bool(history))

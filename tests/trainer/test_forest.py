@@ -165,3 +165,15 @@ def test_class_weights_reach_the_trees(penguins_transform, tmp_path):
     assert 0 < is_adelie.sum() < len(is_adelie)
     assert (weighted[forest_training.WEIGHT][is_adelie] == 2.5).all()
     assert (weighted[forest_training.WEIGHT][~is_adelie] == 1).all()
+
+
+def test_a_forest_s_figures_are_its_own_not_a_network_s():
+    from dtfx.components.trainer.stats import TrainStats
+
+    stats = TrainStats(strategy="one process (trees)", replicas=1, global_batch_size=279, per_replica_batch_size=279,
+                       train_steps=28, seconds=1.5, examples_per_second=1.0, parameters=84,
+                       forest={"trees": 84, "iterations": 28, "examples": 279, "validation_loss": 0.05,
+                               "stopped": "early stopping: ..."})
+    figures = stats.figures()
+    assert figures["trees"] == 84 and figures["boosting"] == "early stopping: ..." and figures["training rows"] == 279
+    assert not {"replicas", "global_batch_size", "train_steps", "epochs"} & set(figures)

@@ -2,15 +2,14 @@
 Transform's output, and the SavedModel holds them as stock TensorFlow ops (compiled), behind the same signatures
 as a network's (serving.make_signatures).
 
-Trees need all the training rows at once, not batches: the train split is read into memory (a table of the size
-dtfx trains trees on is a few MiB of numbers). YDF holds out `validation_ratio` of it and stops the boosting when
+Trees are grown on all the training rows at once, not on batches: the train split is read into memory, as numbers
+and category ids after Transform. YDF holds out `validation_ratio` of it and stops the boosting when
 the loss on that part stops falling, keeping the trees up to its lowest point.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -151,10 +150,10 @@ def forest_stats(options: TrainerOptions, model, rows: dict[str, np.ndarray], se
                    f"{grown} of at most {most} iterations")
     else:
         stopped = f"all {most} iterations grown" + ("" if validation else " (validation_ratio 0: no early stopping)")
-    history: dict[str, Any] = {"val_loss": [float(loss)]} if loss is not None else {}
     return TrainStats(
         strategy="one process (trees)", replicas=1, global_batch_size=examples, per_replica_batch_size=examples,
         train_steps=grown, seconds=round(seconds, 3), examples_per_second=round(examples * grown / max(seconds, 1e-9), 1),
-        parameters=int(model.num_trees()), history=history,
-        forest={"trees": int(model.num_trees()), "iterations": grown, "stopped": stopped, "examples": examples},
+        parameters=int(model.num_trees()),
+        forest={"trees": int(model.num_trees()), "iterations": grown, "stopped": stopped, "examples": examples,
+                "validation_loss": None if loss is None else float(loss)},
     )
