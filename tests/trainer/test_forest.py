@@ -29,14 +29,14 @@ ROWS = 1500
 
 
 def synthetic(task: str, classes: int = 0):
-    """Two numbers and a category of 12 ids; a label that depends on all three."""
+    """Two numbers and a category of 70 ids (its bitmaps three words long); a label that depends on all three."""
     rng = np.random.default_rng(0)
     x1, x2 = rng.normal(size=ROWS).astype(np.float32), rng.normal(size=ROWS).astype(np.float32)
-    category = rng.integers(0, 12, size=ROWS)
+    category = rng.integers(0, 70, size=ROWS)
     if task == "regression":
         label = (2 * x1 + (category % 3) + 0.1 * rng.normal(size=ROWS)).astype(np.float32)
     else:
-        label = (((x1 + (category % 3 == 0)) > 0.5).astype(int) + (x2 > 1) * (classes > 2) + (category == 7) * (classes > 3))
+        label = (((x1 + (category % 3 == 0)) > 0.5).astype(int) + (x2 > 1) * (classes > 2) + (category < 10) * (classes > 3))
         label = label.astype(str)
     return x1, x2, category, label
 
@@ -51,7 +51,8 @@ def test_the_compiled_forest_predicts_what_ydf_predicts(task, classes):
     kind = ydf.Task.REGRESSION if task == "regression" else ydf.Task.CLASSIFICATION
     model = ydf.GradientBoostedTreesLearner(label="y", task=kind, features=features, num_trees=40).train(rows, verbose=0)
     output_of_class = [int(name) for name in model.label_classes()] if classes else None
-    forest = compile_forest(model, ["x1", "x2"], {"c": 13}, output_of_class)  # 13: an id YDF never saw, too
+    forest = compile_forest(model, ["x1", "x2"], {"c": 71}, output_of_class)  # 70: an id YDF never saw, too
+    assert max(forest.mask_size.numpy()) > 64, "conditions on the category, whose bitmaps span words"
     outputs = forest({"x1": tf.constant(x1), "x2": tf.constant(x2), "c": tf.constant(category, tf.int64)}).numpy()
     expected = model.predict(rows)
     if task == "regression":

@@ -28,14 +28,17 @@ class FlatForest:
 
     feature: list[int]  # the input column the node tests (numeric columns, then categorical); LEAF for a leaf
     threshold: list[float]  # numeric condition: value >= threshold goes to `positive`
-    mask_start: list[int]  # categorical condition: where its bitmap starts in `masks`; -1 for a numeric condition
-    mask_size: list[int]  # ... and the bitmap's length (the YDF dictionary of the column)
+    mask_start: list[int]  # categorical condition: the word of `masks` its bitmap starts at; -1 for a numeric one
+    mask_size: list[int]  # ... and the bitmap's length in bits (the items of YDF's dictionary of the column)
     positive: list[int]
     negative: list[int]
     value: list[float]  # a leaf's contribution to its tree's output
     roots: list[int]  # the root node of each tree
     output_of_tree: list[int]  # which output each tree adds to
-    masks: list[bool]  # the categorical conditions' bitmaps, one after another
+    # The categorical conditions' bitmaps, one after another, 32 items to a word (bit i of word k: item 32k + i): a
+    # forest of many classes has a tree per class and iteration, and a bitmap of one bool per item would take a byte
+    # per item of every such condition.
+    masks: list[int]
     depth: int  # the longest path from a root to a leaf, in conditions
 
 
@@ -70,10 +73,8 @@ def flatten(model, numeric: list[str], categorical: list[str], output_of_class: 
             forest.threshold[index] = float(condition.threshold)
         elif isinstance(condition, conditions.CategoricalIsInCondition):
             size = spec.columns[condition.attribute].categorical.number_of_unique_values
-            bitmap = np.zeros(size, bool)
-            bitmap[list(condition.mask)] = True
             forest.mask_start[index], forest.mask_size[index] = len(forest.masks), size
-            forest.masks.extend(bitmap.tolist())
+            forest.masks.extend(packed_bitmap(condition.mask, size))
         else:  # the learner is configured for axis-aligned splits on these two kinds of column only
             raise ValueError(f"a tree tests {condition!r}, which the plain-TensorFlow export does not evaluate")
         forest.positive[index] = add(node.pos_child, depth + 1)
@@ -90,6 +91,14 @@ def flatten(model, numeric: list[str], categorical: list[str], output_of_class: 
         else:
             forest.output_of_tree.append(output_of_class[ydf_output])
     return forest
+
+
+def packed_bitmap(items, size: int) -> list[int]:
+    """The set `items` of 0..size-1 as int32 words, 32 items to a word, lowest bit first."""
+    words = np.zeros((size + 31) // 32, np.uint32)
+    for item in items:
+        words[item // 32] |= np.uint32(1) << np.uint32(item % 32)
+    return words.view(np.int32).tolist()
 
 
 def initial_outputs(model, output_of_class: list[int] | None) -> list[float]:
@@ -140,7 +149,7 @@ class CompiledForest(tf.Module):
         self.negative = constant(forest.negative, np.int32)
         self.value = constant(forest.value, np.float32)
         self.roots = constant(forest.roots, np.int32)
-        self.masks = constant(forest.masks or [False], bool)
+        self.masks = constant(forest.masks or [0], np.int32)
         # A matrix that sums each tree's leaf value into its output: [trees, outputs].
         self.tree_outputs = constant(np.eye(self.num_outputs, dtype=np.float32)[forest.output_of_tree], np.float32)
         self.initial = constant(initial, np.float32)
@@ -159,7 +168,8 @@ class CompiledForest(tf.Module):
             value = tf.gather(values, tf.gather(self.feature, node), batch_dims=1)
             start, size = tf.gather(self.mask_start, node), tf.gather(self.mask_size, node)
             item = tf.clip_by_value(tf.cast(value, tf.int32), 0, tf.maximum(size - 1, 0))
-            in_set = tf.gather(self.masks, tf.maximum(start, 0) + item)
+            word = tf.gather(self.masks, tf.maximum(start, 0) + item // 32)
+            in_set = tf.bitwise.bitwise_and(tf.bitwise.right_shift(word, item % 32), 1) == 1
             holds = tf.where(start >= 0, in_set, value >= tf.gather(self.threshold, node))
             child = tf.where(holds, tf.gather(self.positive, node), tf.gather(self.negative, node))
             node = tf.where(tf.gather(self.is_leaf, node), node, child)
