@@ -590,7 +590,6 @@ class TrainerSection(Section):
         return self
 
 
-
 class Threshold(Section):
     BOUNDS: ClassVar[tuple[str, ...]] = ("lower_bound", "upper_bound", "max_regression")  # the fields that gate
 
