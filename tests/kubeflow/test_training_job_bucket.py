@@ -64,7 +64,7 @@ def test_a_bucket_pipeline_root_needs_no_training_volume_the_pods_get_an_empty_d
 def test_a_sidecar_evaluator_without_a_training_volume_exits_2_naming_it(tmp_path, capsys):
     config = write(tmp_path / "config.yaml", cluster_config(**{
         "trainer.distribution": {"strategy": "parameter_server", "workers": 1, "parameter_servers": 1},
-        "trainer.evaluation": {"sidecar": True}}))
+        "trainer.train_steps": 40, "trainer.evaluation": {"sidecar": True}}))
     code, _, err = cli(capsys, "compile", str(config), "-o", str(tmp_path / "pipeline.yaml"))
     assert code == 2 and "trainer.evaluation.sidecar" in err and "kubeflow.training_volume" in err, err
 
