@@ -63,3 +63,66 @@ def test_a_run_does_not_import_tfx_v1_and_its_cloud_extensions():
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def package_modules() -> dict[str, Path]:
+    """Every module of the installed package, by its dotted name (`dtfx.components.trainer.run_fn`)."""
+    modules = {}
+    for folder in ("pipeline", "components"):
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            modules[".".join(("dtfx", *(parts[:-1] if parts[-1] == "__init__" else parts)))] = path
+    return modules
+
+
+def imported_modules(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that `path` imports anywhere in it (in a function too): `from package import module`
+    names that module, `from module import name` the module."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name in modules}
+        elif isinstance(node, ast.ImportFrom) and node.module in modules and not node.level:
+            found |= {f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
+                      for alias in node.names}
+    return found
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other in a circle: Tarjan's strongly connected components of two or
+    more modules."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph[module]):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_module_of_the_package_imports_itself_in_a_circle():
+    modules = package_modules()
+    graph = {name: imported_modules(path, modules) - {name} for name, path in modules.items()}
+    assert import_cycles(graph) == []
+
+
+def test_import_cycles_finds_a_circle_and_nothing_else():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert import_cycles(graph) == [["a", "b", "c"]]

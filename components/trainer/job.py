@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Self
+
+from dtfx.components import buckets
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,3 +48,11 @@ class TrainingJob:
     @classmethod
     def from_json(cls, text: str) -> Self:
         return cls(**json.loads(text))
+
+
+def read_job_file(path: str) -> str:
+    """The TrainingJob JSON at `path`: a file in the pod, or an object in the store."""
+    if buckets.is_store_uri(path):
+        with buckets.open(path) as handle:
+            return handle.read().decode("utf-8")
+    return Path(path).read_text(encoding="utf-8")

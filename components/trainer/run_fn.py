@@ -87,7 +87,7 @@ def train(fn_args: TrainingJob, options: TrainerOptions, strategy: tf.distribute
         options = dataclasses.replace(options, steps_per_execution=1)
     backup = backup_dir(fn_args)  # one path for every worker: Keras keeps the non-chiefs' copies apart itself
     try:
-        with local_cluster.outputs_of_this_worker(fn_args, strategy) as fn_args:
+        with cluster.outputs_of_this_worker(fn_args, strategy) as fn_args:
             _train(Training.of(fn_args, options, strategy, backup), kept, key)
     except TrainingError:
         raise
@@ -344,7 +344,7 @@ def train_stats(training: Training, network: keras.Model, data: TrainingData, fi
     strategy, workers, coordinated = training.strategy, training.workers, training.coordinated
     batch_size, steps, series = training.options.batch_size, fitted.steps, fitted.replica_series
     roles = {role: len(addresses) for role, addresses in devices.cluster_of(strategy).items()}
-    worker_files = local_cluster.files_per_worker(training.job.train_files, workers, own_share=not coordinated)
+    worker_files = cluster.files_per_worker(training.job.train_files, workers, own_share=not coordinated)
     return TrainStats(
         strategy=training.options.distribution["strategy"],
         replicas=strategy.num_replicas_in_sync,

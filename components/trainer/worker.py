@@ -21,7 +21,6 @@ import json
 import os
 import sys
 from collections.abc import MutableMapping
-from pathlib import Path
 
 from dtfx.components import buckets
 from dtfx.components.errors import StepError, report_to_log
@@ -35,7 +34,7 @@ def main(argv: list[str]) -> None:
     or a URI in the store)."""
     role = set_tf_config(os.environ)  # before anything starts TensorFlow, which reads TF_CONFIG once
     from dtfx.components.trainer import run_fn
-    from dtfx.components.trainer.job import TrainingJob
+    from dtfx.components.trainer.job import TrainingJob, read_job_file
     from dtfx.components.trainer.options import TrainerOptions
     from dtfx.components.trainer.training import devices
 
@@ -58,17 +57,9 @@ def main(argv: list[str]) -> None:
         return
     local = _downloaded(job, argv[1])
     run_fn.train(local, options, strategy)
-    if devices.worker_index(strategy) == 0:  # the chief: the others' files are temporary (run_fn.train)
+    if cluster.is_chief(strategy):  # the others' files are temporary (run_fn.train)
         buckets.upload(local.serving_model_dir, job.serving_model_dir)
         buckets.upload(local.model_run_dir, job.model_run_dir)
-
-
-def read_job_file(path: str) -> str:
-    """The TrainingJob JSON at `path`: a file in the pod, or an object in the store."""
-    if buckets.is_store_uri(path):
-        with buckets.open(path) as handle:
-            return handle.read().decode("utf-8")
-    return Path(path).read_text(encoding="utf-8")
 
 
 def _downloaded(job, job_file: str):

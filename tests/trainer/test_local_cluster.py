@@ -54,11 +54,11 @@ def test_each_worker_reads_its_own_files_when_there_are_enough(tmp_path):
     for index in range(5):
         (tmp_path / f"part-{index}.gz").write_bytes(b"")
     pattern = [str(tmp_path / "part-*")]
-    assert local_cluster.files_per_worker(pattern, 2) == [["part-0.gz", "part-2.gz", "part-4.gz"], ["part-1.gz", "part-3.gz"]]
+    assert cluster.files_per_worker(pattern, 2) == [["part-0.gz", "part-2.gz", "part-4.gz"], ["part-1.gz", "part-3.gz"]]
     # Fewer files than workers: every worker reads all of them and keeps its share of the batches.
-    assert local_cluster.files_per_worker([str(tmp_path / "part-0*")], 2) == [["part-0.gz"], ["part-0.gz"]]
+    assert cluster.files_per_worker([str(tmp_path / "part-0*")], 2) == [["part-0.gz"], ["part-0.gz"]]
     # Parameter-server workers all read every file.
-    assert local_cluster.files_per_worker([str(tmp_path / "part-[01]*")], 2, own_share=False) == [
+    assert cluster.files_per_worker([str(tmp_path / "part-[01]*")], 2, own_share=False) == [
         ["part-0.gz", "part-1.gz"], ["part-0.gz", "part-1.gz"]]
 
 

@@ -1,19 +1,28 @@
 """The processes of a training cluster: their roles, and the TF_CONFIG that tells each one which it is.
 
 One layout for every place a cluster runs: processes on this machine (local_cluster), the pods of
-a TFJob or a TrainJob on Kubernetes (kubernetes_job). A multi_worker_mirrored cluster is N
+a TFJob or a TrainJob on Kubernetes (kubernetes.training). A multi_worker_mirrored cluster is N
 workers, worker 0 the chief; a parameter_server cluster is a coordinating chief, N worker servers,
 M parameter servers and, with evaluation.sidecar, an evaluator that is not part of the cluster.
+
+Which process keeps the model (`is_chief`), and which files each worker reads, are decided here once, for the step
+that starts the processes (local_cluster, kubernetes.training), the processes themselves (worker) and the training
+of each (run_fn), all of which import this module and none of which it imports.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 from dtfx.components.registry.strategies import STRATEGIES
+from dtfx.components.trainer.job import TrainingJob
 
 EVALUATOR = "evaluator"  # TensorFlow's task type of the sidecar evaluator, and the operator's, lower-cased
 
@@ -93,3 +102,40 @@ def without_evaluator(tf_config: dict) -> dict:
     """
     cluster = {role: addresses for role, addresses in tf_config.get("cluster", {}).items() if role != EVALUATOR}
     return {**tf_config, "cluster": cluster}
+
+
+def is_chief(strategy) -> bool:
+    """Whether this process keeps the model: alone, the chief, or worker 0 of a cluster without a chief."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    cluster = resolver.cluster_spec().as_dict() if resolver else {}
+    if not cluster:
+        return True
+    if "chief" in cluster:
+        return resolver.task_type == "chief"
+    return resolver.task_type in (None, "worker") and (resolver.task_id or 0) == 0
+
+
+@contextlib.contextmanager
+def outputs_of_this_worker(job: TrainingJob, strategy) -> Iterator[TrainingJob]:
+    """The job itself for the chief; for another worker, the job writing to temporary directories removed afterwards."""
+    if is_chief(strategy):
+        yield job
+        return
+    scratch = tempfile.mkdtemp(prefix="dtfx-worker-outputs-")
+    try:
+        yield job.with_outputs(os.path.join(scratch, "serving_model"), os.path.join(scratch, "model_run"))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def files_per_worker(patterns: list[str], workers: int, own_share: bool = True) -> list[list[str]]:
+    """The training files each worker reads (their names): its own share when there are enough files
+    (tf.data's FILE auto-sharding), else all of them, keeping every `workers`-th batch (DATA).
+    Without `own_share` (parameter-server workers) every worker reads all of them."""
+    import tensorflow as tf
+
+    files = sorted(path for pattern in patterns for path in tf.io.gfile.glob(pattern))
+    names = [os.path.basename(path) for path in files]
+    if own_share and len(files) >= workers:
+        return [names[index::workers] for index in range(workers)]
+    return [names for _ in range(workers)]

@@ -31,7 +31,6 @@ import collections
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -46,8 +45,7 @@ from dtfx.components import buckets
 from dtfx.components.errors import TrainingError, reported_in_log
 from dtfx.components.processes import LOOPBACK, die_with_parent, free_port
 from dtfx.components.trainer.distributed.cluster import Task, tasks, tf_configs
-from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.worker import read_job_file
+from dtfx.components.trainer.job import TrainingJob, read_job_file
 
 WORKER_MODULE = "dtfx.components.trainer.worker"
 LOGS_DIR = "logs"
@@ -170,43 +168,6 @@ def _local_logs_dir(logs_dir: str) -> Iterator[str]:
             tf.io.gfile.makedirs(logs_dir)
             for name in os.listdir(local):
                 tf.io.gfile.copy(os.path.join(local, name), f"{logs_dir}/{name}", overwrite=True)
-
-
-def is_chief(strategy) -> bool:
-    """Whether this process keeps the model: alone, the chief, or worker 0 of a cluster without a chief."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    cluster = resolver.cluster_spec().as_dict() if resolver else {}
-    if not cluster:
-        return True
-    if "chief" in cluster:
-        return resolver.task_type == "chief"
-    return resolver.task_type in (None, "worker") and (resolver.task_id or 0) == 0
-
-
-@contextlib.contextmanager
-def outputs_of_this_worker(job: TrainingJob, strategy) -> Iterator[TrainingJob]:
-    """The job itself for the chief; for another worker, the job writing to temporary directories removed afterwards."""
-    if is_chief(strategy):
-        yield job
-        return
-    scratch = tempfile.mkdtemp(prefix="dtfx-worker-outputs-")
-    try:
-        yield job.with_outputs(os.path.join(scratch, "serving_model"), os.path.join(scratch, "model_run"))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def files_per_worker(patterns: list[str], workers: int, own_share: bool = True) -> list[list[str]]:
-    """The training files each worker reads (their names): its own share when there are enough files
-    (tf.data's FILE auto-sharding), else all of them, keeping every `workers`-th batch (DATA).
-    Without `own_share` (parameter-server workers) every worker reads all of them."""
-    import tensorflow as tf
-
-    files = sorted(path for pattern in patterns for path in tf.io.gfile.glob(pattern))
-    names = [os.path.basename(path) for path in files]
-    if own_share and len(files) >= workers:
-        return [names[index::workers] for index in range(workers)]
-    return [names for _ in range(workers)]
 
 
 def _start(config: dict, job_path: str, log_path: str) -> subprocess.Popen:
