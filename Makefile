@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # CI sets REQUIRE_BROWSER=1: there, a browser that cannot be installed fails the run instead of skipping tests.
 REQUIRE_BROWSER ?= 0
 
-.PHONY: setup browser run sample-data test test-fast lint schema golden report-png image rehearse clean
+.PHONY: setup browser run sample-data test test-fast lint schema docs golden report-png image rehearse clean
 
 setup: $(STAMP)  ## .venv: the pipeline's packages (requirements.lock) and the development tools (requirements-dev.lock)
 
@@ -62,6 +62,9 @@ lint: setup  ## ruff, and vermin for the image's Python (both from requirements-
 
 schema: setup  ## regenerate pipeline_config/config.schema.json from the config model
 	$(BIN)/dtfx schema > pipeline_config/config.schema.json
+
+docs: setup  ## regenerate docs/config.md, the config reference, from the config model
+	$(BIN)/python -m dtfx.pipeline.config_reference > docs/config.md
 
 golden: setup  ## rewrite the golden files from the current code
 	UPDATE_GOLDEN=1 $(BIN)/python -m pytest -m "not slow" -k golden -q
