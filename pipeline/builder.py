@@ -1,4 +1,7 @@
-"""`build_pipeline(config)`: the config becomes a TFX pipeline. Pure: no I/O, no running.
+"""`build_pipeline(config)`: the config becomes a TFX pipeline, without running anything.
+
+The one file it reads is a user's own model module (`model_module.source_digest`): its digest goes into the train
+step's properties, so that a changed module trains again instead of coming from the cache.
 
 ingest → statistics → schema → validation (→ anomaly gate) → transform → train → evaluate → push (→ predict).
 Node ids are the stage names, so the Kubeflow UI, ML Metadata and the run summary speak
