@@ -17,6 +17,7 @@ from typing import Any
 
 OVERALL = "Overall"  # the report's name of the whole eval split
 BASELINE_MODEL = "baseline"  # TFMA's model name of the last pushed model (tfma.constants.BASELINE_KEY)
+EVAL_CONFIG_FILE = "eval_config.json"  # written by TFMA beside the metrics (writers/eval_config_writer.py)
 SliceKey = tuple[tuple[str, Any], ...]  # ((column, value), ...); () for the whole eval split (evaluator.slicing)
 
 
@@ -113,13 +114,19 @@ def read_validation(uri: str) -> Validation | None:
     return Validation(result.validation_ok, failures)
 
 
-def thresholds_applied(uri: str) -> list:
-    """TFMA's MetricConfig of every metric with a threshold in the eval config it applied (its eval_config.json)."""
-    with quietly():
-        from tensorflow_model_analysis.writers import eval_config_writer
+def thresholds_applied(uri: str | None) -> list | None:
+    """TFMA's MetricConfig of every metric with a threshold in the eval config TFMA applied, as it wrote it beside the
+    metrics (eval_config.json, an EvalRun); None without the file."""
+    path = os.path.join(uri, EVAL_CONFIG_FILE) if uri else ""
+    if not os.path.isfile(path):
+        return None
+    from google.protobuf import json_format
+    from tensorflow_model_analysis.proto import config_pb2
 
-        config = eval_config_writer.load_eval_run(uri)[0]
-    return [metric for spec in config.metrics_specs for metric in spec.metrics if metric.HasField("threshold")]
+    with open(path, encoding="utf-8") as handle:
+        # Parsed as TFMA's load_eval_run parses it, without its check of the TFMA version that wrote the file.
+        run = json_format.Parse(handle.read(), config_pb2.EvalRun(), ignore_unknown_fields=True)
+    return [metric for spec in run.eval_config.metrics_specs for metric in spec.metrics if metric.HasField("threshold")]
 
 
 def _interval(item) -> tuple[float, float] | None:

@@ -63,7 +63,7 @@ def thresholds_met(evaluation_uri: str) -> list[str]:
     """`metric value meets bound` for each threshold TFMA applied (from the eval_config.json it wrote)."""
     values = overall_metrics(evaluation_uri)
     met = []
-    for metric in evaluation.thresholds_applied(evaluation_uri):
+    for metric in evaluation.thresholds_applied(evaluation_uri) or []:
         # dtfx names each metric in its config (pipeline/builder.py); TFMA's own default name is the class's.
         name = json.loads(metric.config or "{}").get("name") or metric.class_name
         value = gated_value(values, name)

@@ -7,14 +7,11 @@ put in the report's rows: the candidate's value, the baseline's and the change s
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 
 from dtfx.components.results import evaluation
 from dtfx.components.results.evaluation import OVERALL
 from dtfx.pipeline.run_summary import RunSummary
-
-EVAL_CONFIG_FILE = "eval_config.json"  # written by TFMA beside the metrics, with the thresholds it applied
 
 
 @dataclass
@@ -74,27 +71,16 @@ def thresholds(summary: RunSummary, evaluation_uri: str | None) -> dict[str, dic
     if config:
         configured = (config.get("evaluator") or {}).get("thresholds") or {}
         return {name: {k: v for k, v in (bounds or {}).items() if v is not None} for name, bounds in configured.items()}
-    path = os.path.join(evaluation_uri, EVAL_CONFIG_FILE) if evaluation_uri else ""
-    if not os.path.isfile(path):
+    applied = evaluation.thresholds_applied(evaluation_uri)
+    if applied is None:
         return None
-    with open(path, encoding="utf-8") as handle:
-        eval_config = json.load(handle).get("evalConfig", {})
     found: dict[str, dict[str, float]] = {}
-    for spec in eval_config.get("metricsSpecs", []):
-        for metric in spec.get("metrics", []):
-            threshold = metric.get("threshold")
-            if not threshold:
-                continue
-            name = json.loads(metric.get("config") or "{}").get("name", metric.get("className", "?"))
-            value = threshold.get("valueThreshold", {})
-            bounds = {
-                key: value[camel]["value"] if isinstance(value.get(camel), dict) else value.get(camel)
-                for key, camel in (("lower_bound", "lowerBound"), ("upper_bound", "upperBound"))
-                if camel in value
-            }
-            change = threshold.get("changeThreshold", {}).get("absolute")
-            if change is not None:
-                amount = change["value"] if isinstance(change, dict) else change
-                bounds["max_regression"] = abs(float(amount))
-            found[name] = bounds
+    for metric in applied:
+        threshold, bounds = metric.threshold, {}
+        for key in ("lower_bound", "upper_bound"):
+            if threshold.value_threshold.HasField(key):
+                bounds[key] = getattr(threshold.value_threshold, key).value
+        if threshold.change_threshold.HasField("absolute"):
+            bounds["max_regression"] = abs(threshold.change_threshold.absolute.value)
+        found[json.loads(metric.config or "{}").get("name", metric.class_name or "?")] = bounds
     return found

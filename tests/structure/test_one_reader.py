@@ -169,11 +169,11 @@ def test_the_look_alike_module_names_stay_gone():
 # TFMA's readers of its output, the protos of the statistics and the anomalies, and the function each is allowed in.
 RESULT_READERS = {"load_metrics": "components/results/evaluation.py:read_metrics",
                   "load_validation_result": "components/results/evaluation.py:read_validation",
-                  "load_eval_run": "components/results/evaluation.py:thresholds_applied",
                   "load_plots": "components/results/curves.py:read_plots",
                   "DatasetFeatureStatisticsList": "components/results/statistics.py:read_statistics",
                   "Anomalies": "components/results/statistics.py:read_anomalies"}
-RESULT_OPENERS = (*RESULT_READERS, "load_eval_result", "load_eval_results", "load_metrics_plots")
+# The thresholds TFMA applied are parsed from its eval_config.json in thresholds_applied, without load_eval_run.
+RESULT_OPENERS = (*RESULT_READERS, "load_eval_run", "load_eval_result", "load_eval_results", "load_metrics_plots")
 # Not a reader of a run's results for showing them: the evaluator amends the validation TFMA just wrote with the
 # failures at the confidence intervals' ends, as protos it writes back (components/evaluator/executor.py).
 EVALUATOR_OWN = {"components/evaluator/executor.py:_check_intervals: load_validation_result",
