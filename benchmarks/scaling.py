@@ -35,7 +35,7 @@ import time
 import psutil
 from run_stages import stage_windows
 
-from dtfx.pipeline.report import svg
+from dtfx.components.results import charts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
@@ -181,7 +181,7 @@ def table(results: dict[tuple[str, int], dict]) -> str:
 
 def plot(results: dict[tuple[str, int], dict]) -> str:
     """One SVG: a chart of seconds and one of peak MiB per stage, dtfx and stock, against log10(rows)."""
-    charts = []
+    drawn = []
     for key, unit in (("seconds", "s"), ("peak_stage_mb", "MiB")):
         for stage in [*STAGES, "whole run"]:
             series = {}
@@ -195,11 +195,11 @@ def plot(results: dict[tuple[str, int], dict]) -> str:
                     points.append((math.log10(rows), value))
                 if points:
                     series[name] = points
-            charts.append(svg.line_chart(series, f"{stage}, {unit}", "log10(rows)", width=300, height=200))
+            drawn.append(charts.line_chart(series, f"{stage}, {unit}", "log10(rows)", width=300, height=200))
     columns = len(STAGES) + 1
     body = [f'<g transform="translate({300 * (index % columns)},{200 * (index // columns)})">{chart}</g>'
-            for index, chart in enumerate(charts)]
-    width, height = 300 * columns, 200 * math.ceil(len(charts) / columns)
+            for index, chart in enumerate(drawn)]
+    width, height = 300 * columns, 200 * math.ceil(len(drawn) / columns)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
             f'font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/>{"".join(body)}</svg>')
 

@@ -116,50 +116,31 @@ def _evaluator(outputs) -> Evaluation:
 def read_evaluation(directory: str | None, blessed: bool) -> Evaluation:
     """The Evaluation of the evaluator's `evaluation` output in `directory` (a local path; None when the stage wrote
     none), with the blessing its `blessing` output holds: what `dtfx run`, and `dtfx rehearse` from its store, print."""
-    import tensorflow_model_analysis as tfma  # heavy; only once there is an evaluation
-
-    from dtfx.components.evaluator import classes, slicing
+    from dtfx.components.results import evaluation
 
     metrics, intervals, slices = {}, {}, []
-    class_names = classes.read_class_names(directory) if directory else []
-    for per_slice in tfma.load_metrics(directory) if directory else []:
-        values, bounds = {}, {}
-        items = list(per_slice.metric_keys_and_values)
-        for name, item in zip(classes.value_names([item.key for item in items], class_names), items, strict=True):
-            # With a baseline, TFMA also writes the baseline's value and the difference under the same name.
-            if item.key.model_name in ("", "candidate") and not item.key.is_diff and item.value.HasField("double_value"):
-                values[name] = round(item.value.double_value.value, 6)
-                if item.HasField("confidence_interval"):
-                    bounds[name] = _interval(item.confidence_interval)
-        key = slicing.key_of(per_slice.slice_key)
-        if key:
-            slices.append(SliceMetrics([column for column, _ in key], [value for _, value in key], values, bounds))
+    for per_slice in evaluation.read_metrics(directory) if directory else []:
+        candidate = [metric for metric in per_slice.values if metric.of_candidate]
+        values = {metric.name: round(metric.value, 6) for metric in candidate}
+        bounds = {metric.name: [round(bound, 6) for bound in metric.interval] for metric in candidate if metric.interval}
+        if per_slice.key:
+            slices.append(SliceMetrics([column for column, _ in per_slice.key], [value for _, value in per_slice.key],
+                                       values, bounds))
         else:
             metrics, intervals = values, bounds
-    failures = []
-    if directory:
-        result = tfma.load_validation_result(directory)
-        found = [(per_slice.slice_key, failure) for per_slice in result.metric_validations_per_slice
-                 for failure in per_slice.failures]
-        failures = [_failure_line(slice_key, failure) for slice_key, failure in sorted(found, key=_worst_first)]
+    validation = evaluation.read_validation(directory) if directory else None
+    found = validation.failures if validation else []
+    failures = [_failure_line(key, failure) for key, failure in sorted(found, key=_worst_first)]
     slices.sort(key=lambda entry: (len(entry.columns), entry.columns, [str(value) for value in entry.values]))
     return Evaluation(metrics=metrics, blessed=blessed, failed_thresholds=failures, slices=slices, intervals=intervals)
 
 
-def _interval(confidence_interval) -> list[float]:
-    """[lower, upper] of a metric's confidence interval as TFMA writes it (metrics_plots_and_validations_writer.
-    convert_slice_metrics_to_proto: the t-distribution's 95% interval around the samples' mean)."""
-    return [round(confidence_interval.lower_bound.double_value.value, 6),
-            round(confidence_interval.upper_bound.double_value.value, 6)]
-
-
-def _failure_line(slice_key, failure) -> str:
+def _failure_line(key, failure) -> str:
     """`recall (value) on island=Dream = 0.21: below lower_bound 0.5` (no `on` for the whole eval split)."""
     from dtfx.components.evaluator import slicing
     from dtfx.components.evaluator.tfma_files import failure_reason
 
     kind = "change against the last pushed model" if failure.metric_key.is_diff else "value"
-    key = slicing.key_of(slice_key)
     where = f" on {slicing.describe(key)}" if key else ""
     value = failure.metric_value.double_value.value
     return f"{failure.metric_key.name} ({kind}){where} = {value:.4g}: {failure_reason(failure)}"
@@ -169,10 +150,9 @@ def _worst_first(found) -> tuple:
     """Failures of one metric together, the whole split first, then the slice furthest beyond its bound."""
     from dtfx.components.evaluator.tfma_files import distance_beyond
 
-    slice_key, failure = found
-    columns = len(slice_key.single_slice_keys)
-    return (failure.metric_key.name, failure.metric_key.is_diff, columns > 0, -distance_beyond(failure), columns,
-            str(slice_key))
+    key, failure = found
+    return (failure.metric_key.name, failure.metric_key.is_diff, len(key) > 0, -distance_beyond(failure), len(key),
+            str(key))
 
 
 def _predict(outputs) -> PredictResult:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 
-from tensorflow_metadata.proto.v0 import anomalies_pb2
-from tfx import types
 from tfx.dsl.components.base import base_executor
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
@@ -13,24 +11,7 @@ from tfx.types import artifact_utils
 from dtfx.components.errors import DataError
 from dtfx.components.names import SCHEMA_FILE
 from dtfx.components.reference_schema.executor import reference_exists, store_reference
-
-ANOMALIES_FILE = "SchemaDiff.pb"
-
-
-def read_anomalies(anomalies: types.Artifact) -> list[str]:
-    """One line per anomaly: `split: feature: short description (description)`."""
-    found = []
-    for split in artifact_utils.decode_split_names(anomalies.split_names):
-        path = os.path.join(anomalies.uri, f"Split-{split}", ANOMALIES_FILE)
-        proto = anomalies_pb2.Anomalies()
-        with fileio.open(path, "rb") as handle:
-            proto.ParseFromString(handle.read())
-        for feature, info in sorted(proto.anomaly_info.items()):
-            found.append(f"{split}: {feature}: {info.short_description} ({info.description})")
-        if proto.HasField("dataset_anomaly_info"):
-            info = proto.dataset_anomaly_info
-            found.append(f"{split}: <dataset>: {info.short_description} ({info.description})")
-    return found
+from dtfx.components.results.statistics import read_anomalies
 
 
 class Executor(base_executor.BaseExecutor):
@@ -38,7 +19,7 @@ class Executor(base_executor.BaseExecutor):
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:
         anomalies = artifact_utils.get_single_instance(input_dict["anomalies"])
-        found = read_anomalies(anomalies)
+        found = read_anomalies(anomalies.uri, artifact_utils.decode_split_names(anomalies.split_names))
         if found:
             listing = "\n".join(f"  - {line}" for line in found)
             raise DataError(

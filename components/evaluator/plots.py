@@ -1,7 +1,7 @@
 """The evaluation's plots: the metrics specs that ask TFMA for them (`specs`), and the same plots computed in the step's
 process from whole batches (`ModelPlots`), for the in-process evaluation (batched_metrics).
 
-What the report draws (pipeline/report/curves.py reads `tfma.load_plots`):
+What the report and the run page draw (components/results/curves.py reads `tfma.load_plots`):
 - a classification model: TFMA's ConfusionMatrixPlot of each class against the others (the ROC and precision-recall
   curves, and a binary label's two-by-two matrix at the decision threshold), in a spec the evaluate step completes
   with the classes (evaluator.classes); with more than two classes, TFMA's MultiClassConfusionMatrixPlot too;

@@ -1,8 +1,8 @@
 """The run's two pages on the Kubeflow run page: a Markdown summary and a compact, self-contained HTML report.
 
 The UI shows the Markdown as it is and the HTML in a sandboxed iframe, reading each from the
-artifact's URI (ui_outputs), so the HTML page holds its style and its picture (an inline SVG ROC
-curve) itself: no script, no link, no image file.
+artifact's URI (ui_outputs), so the HTML page holds its style and its picture (the report's ROC chart, inline SVG:
+results.charts) itself: no script, no link, no image file.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 import dataclasses
 from html import escape
 
+from dtfx.components.results import charts
 from dtfx.components.run_results.data import Split
 from dtfx.components.run_results.evaluation import Verdict
 
 FEATURE_ROWS = 40  # a wide dataset's summary stays readable; the statistics artifact has every feature
-CURVE_SIZE = 260
 STYLE = ("body{font-family:sans-serif;margin:16px;color:#222}table{border-collapse:collapse;margin:8px 0}"
          "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}td:first-child,"
-         "th:first-child{text-align:left}.blessed{color:#1a7f37}.not-blessed{color:#b42318}")
+         "th:first-child{text-align:left}.blessed{color:#1a7f37}.not-blessed{color:#b42318}" + charts.CSS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +75,8 @@ def html(results: RunResults) -> str:
         body += ["<h2>Confusion matrix</h2><p>rows: actual class; columns: predicted class</p>",
                  _table(["actual \\ predicted", *labels], cells)]
     if results.roc:
-        body += [f"<h2>ROC curve{escape(results.roc_title)}</h2>", _roc_svg(results.roc)]
+        curve = {results.roc_title.strip(" ()") or "ROC": [(fpr, recall) for _, fpr, recall in results.roc]}
+        body += [f"<h2>ROC curve{escape(results.roc_title)}</h2>", charts.roc_chart(curve)]
     body += ["<h2>Anomalies</h2>", _list(results.anomalies) if results.anomalies else "<p>None found by data validation.</p>",
              "<h2>Data</h2>"]
     for split in results.splits:
@@ -98,17 +99,3 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{escape(cell)}</th>" for cell in header)
     body = "".join("<tr>" + "".join(f"<td>{escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _roc_svg(points: list[tuple[float, float, float]]) -> str:
-    """The curve from (0, 0) to (1, 1), false positive rate across and recall up, with the diagonal of chance."""
-    size = CURVE_SIZE
-    ordered = sorted({(0.0, 0.0), (1.0, 1.0), *((fpr, recall) for _, fpr, recall in points)})
-    line = " ".join(f"{x * size:.1f},{(1 - y) * size:.1f}" for x, y in ordered)
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{size + 40}" height="{size + 30}" viewBox="-30 -5 {size + 40} '
-            f'{size + 30}"><rect width="{size}" height="{size}" fill="none" stroke="#999"/>'
-            f'<line x1="0" y1="{size}" x2="{size}" y2="0" stroke="#bbb" stroke-dasharray="4"/>'
-            f'<polyline points="{line}" fill="none" stroke="#1f77b4" stroke-width="2"/>'
-            f'<text x="{size / 2}" y="{size + 20}" font-size="12" text-anchor="middle">false positive rate</text>'
-            f'<text x="-18" y="{size / 2}" font-size="12" text-anchor="middle" transform="rotate(-90 -18 {size / 2})">'
-            "recall</text></svg>")

@@ -26,6 +26,8 @@ from dtfx.components.names import (
     STATISTICS_OUTPUT,
     TRANSFORM_GRAPH_OUTPUT,
 )
+from dtfx.components.results import curves, statistics
+from dtfx.components.results.evaluation import OVERALL
 from dtfx.components.run_results import data, evaluation, pages, ui_outputs
 
 # Input keys of the step: each output as its producer names it (pipeline/kubeflow/compiler.py wires them).
@@ -72,12 +74,12 @@ def read_results(inputs: dict[str, str], pipeline: str, decision_threshold: floa
         metrics=metrics,
         verdict=evaluation.verdict(evaluation_uri, inputs[BLESSING_INPUT]),
         splits=data.splits(inputs[STATISTICS_INPUT]) if STATISTICS_INPUT in inputs else [],
-        anomalies=data.anomalies(inputs[ANOMALIES_INPUT]) if ANOMALIES_INPUT in inputs else [],
+        anomalies=statistics.read_anomalies(inputs[ANOMALIES_INPUT]) if ANOMALIES_INPUT in inputs else [],
         undefined=sorted(set(everything) - set(metrics)),
     )
-    found = evaluation.curves(evaluation_uri)
-    if found is None:
-        return results
+    found = curves.read_plots(evaluation_uri).get(OVERALL)
+    if found is None or not (found.curves or (found.matrix and found.matrix.counts)):
+        return results  # a regression's, or an evaluation without plots: no classification to show
     names = class_names(inputs.get(TRANSFORM_GRAPH_INPUT))
     roc_title, roc = _roc(found, names)
     return pages.RunResults(**{**results.__dict__, "matrix": _matrix(found, names, decision_threshold),
@@ -114,34 +116,25 @@ def class_names(transform_graph: str | None) -> list[str]:
         return handle.read().splitlines()
 
 
-def _label(class_id: int | None, names: list[str]) -> str:
-    if class_id is None:
-        return "positive"
-    if class_id == evaluation.NO_CLASS:
-        return "none"
-    return names[class_id] if 0 <= class_id < len(names) else f"class {class_id}"
-
-
-def _matrix(found: evaluation.Curves, names: list[str], threshold: float) -> tuple[list[str], list[list[float]]] | None:
+def _matrix(found: curves.SlicePlots, names: list[str], threshold: float) -> tuple[list[str], list[list[float]]] | None:
     """Every class's matrix (most likely class predicted); for a binary label, the matrix at the decision threshold."""
-    if found.matrix:
-        ids = sorted({a for a, _ in found.matrix} | {p for _, p in found.matrix}, key=lambda i: (i == evaluation.NO_CLASS, i))
-        return [_label(i, names) for i in ids], [[found.matrix.get((a, p), 0.0) for p in ids] for a in ids]
-    if len(found.per_class) == 1:
-        ((class_id, counts),) = found.per_class.items()
-        positive = _label(class_id, names)
-        negative = names[0] if class_id == 1 and len(names) == 2 else f"not {positive}"
-        return [negative, positive], evaluation.binary_matrix(counts, threshold)
+    if found.matrix and found.matrix.counts:
+        ids = found.matrix.classes()  # square, as the UI reads it: a row and a column of every class
+        return [curves.class_label(i, names) for i in ids], [[found.matrix.counts.get((a, p), 0.0) for p in ids] for a in ids]
+    if len(found.curves) == 1:
+        (curve,) = found.curves.values()
+        return curves.binary_labels(curve, names), curves.binary_matrix(curve, threshold)[1]
     return None
 
 
-def _roc(found: evaluation.Curves, names: list[str]) -> tuple[str, list[tuple[float, float, float]] | None]:
+def _roc(found: curves.SlicePlots, names: list[str]) -> tuple[str, list[tuple[float, float, float]] | None]:
     """One curve, as the UI draws one per artifact: the class's, or with several classes their micro average."""
-    if len(found.per_class) == 1:
-        ((class_id, counts),) = found.per_class.items()
-        return f" ({_label(class_id, names)} against the others)", evaluation.roc_points(counts) or None
-    pooled = evaluation.pooled(found.per_class)
-    return f" (micro average of {len(found.per_class)} classes, each against the others)", evaluation.roc_points(pooled) or None
+    if len(found.curves) == 1:
+        (curve,) = found.curves.values()
+        return f" ({curves.class_label(curve.class_id, names)} against the others)", curve.roc_at_thresholds() or None
+    pooled = curves.pooled(list(found.curves.values()))
+    return (f" (micro average of {len(found.curves)} classes, each against the others)",
+            (pooled.roc_at_thresholds() or None) if pooled else None)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ import os
 import struct
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from dtfx.components.names import LABEL_VOCABULARY, TRAIN_STAGE
 from dtfx.components.trainer.stats import TrainStats
@@ -38,24 +37,6 @@ def output_uri(summary: RunSummary, node: str, key: str) -> str | None:
     entry = summary.stage(node)
     uri = entry.outputs.get(key) if entry else None
     return uri if uri and os.path.exists(uri) else None
-
-
-# --- statistics ------------------------------------------------------------------------------
-
-
-def read_statistics(uri: str) -> list[tuple[str, Any]]:
-    """(split name, DatasetFeatureStatistics) per `Split-*/FeatureStats.pb` of a statistics artifact, train first."""
-    from tensorflow_metadata.proto.v0 import statistics_pb2
-
-    splits = []
-    for path in glob.glob(os.path.join(uri, "Split-*", "FeatureStats.pb")):
-        split = os.path.basename(os.path.dirname(path)).removeprefix("Split-")
-        with open(path, "rb") as handle:
-            statistics = statistics_pb2.DatasetFeatureStatisticsList.FromString(handle.read())
-        for dataset in statistics.datasets:
-            splits.append((split, dataset))
-    order = {"train": 0, "eval": 1}
-    return sorted(splits, key=lambda item: (order.get(item[0], 2), item[0]))
 
 
 # --- examples --------------------------------------------------------------------------------

@@ -1,148 +1,47 @@
 """The evaluation's pictures: ROC and precision-recall curves, confusion matrices, predicted against actual.
 
-All come from the plots TFMA writes beside its metrics, read with `tfma.load_plots` (TFMA 0.47.1,
-api/model_eval_lib.py), so that the report needs neither the model nor the examples:
-- `ConfusionMatrixAtThresholds` (tfma.metrics.ConfusionMatrixPlot): one class against the others, the counts of true
-  and false positives and negatives at thresholds over its score; ROC and precision-recall curves, and the matrix of
-  a binary label at the decision threshold;
-- `MultiClassConfusionMatrixAtThresholds` (tfma.metrics.MultiClassConfusionMatrixPlot): examples per actual and
-  predicted class; at its lowest threshold, 0 by default, every example counts as its most likely class;
-- `CalibrationHistogramBuckets` (tfma.metrics.CalibrationPlot, or any plot of that form): buckets of predicted value
-  with the sums of labels and predictions in each; predicted against actual, and the residuals by decile.
-`read_plots` gives them per slice, under the slice names of the metrics (evaluation.slice_name); `slice_html` draws
-one slice's. The section shows the whole eval split's, then each slice's (evaluator.slices) folded until opened.
+All are drawn from the plots TFMA writes beside its metrics, as the one reader of them gives them per slice
+(components/results/curves.py: `read_plots`); the ROC chart is the one the run page draws too (results.charts).
+`slice_html` draws one slice's. The section shows the whole eval split's, then each slice's (evaluator.slices) folded
+until opened.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from dtfx.components.names import EVALUATE_STAGE, EVALUATION_OUTPUT
+from dtfx.components.results import charts
+from dtfx.components.results.charts import CURVE_HEIGHT, CURVE_WIDTH, fmt
+from dtfx.components.results.curves import (
+    PR_AREA_METRIC,
+    ROC_AREA_METRIC,
+    Bucket,
+    ClassCurve,
+    ClassMatrix,
+    SlicePlots,
+    binary_labels,
+    binary_matrix,
+    class_label,
+    read_plots,
+    trapezoid_area,
+)
+from dtfx.components.results.evaluation import OVERALL
 from dtfx.pipeline.config import EvaluatorSection
-from dtfx.pipeline.report import artifacts, evaluation, svg
+from dtfx.pipeline.report import artifacts
 from dtfx.pipeline.report.markup import esc, not_run, section, table
 from dtfx.pipeline.report.sections import stage_output
-from dtfx.pipeline.report.svg import fmt
 from dtfx.pipeline.run_summary import RunSummary
 
-# The metrics (components/registry/metrics.py) whose value the legends show when the evaluation computed it for the
-# curve's class: the gated number, not a second estimate of it from the thresholds drawn.
-ROC_AREA_METRIC, PR_AREA_METRIC = "auc", "auc_pr"
-NO_CLASS = -1  # TFMA's NO_PREDICTED_CLASS_ID, and Transform's class of an example without a label
 DECILES = 10
-CHART_WIDTH, CHART_HEIGHT = 380, 310  # wide enough for a legend of a class, its AUC and the reference in one row
 MAX_MARKERS = 200  # buckets drawn with a dot and its values as tooltip; more are a line only
+# The report draws at most this many slices' pictures: a slicing by a column of many values would otherwise make the
+# page too large to open.
+MAX_SLICES_DRAWN = 50
 
 
-# --- what the plots hold ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Counts:
-    """The (weighted) examples of one class against the others, at one threshold over its score."""
-
-    threshold: float
-    true_positives: float
-    false_positives: float
-    true_negatives: float
-    false_negatives: float
-
-    @property
-    def recall(self) -> float | None:
-        """True positive rate; None without positives."""
-        positives = self.true_positives + self.false_negatives
-        return self.true_positives / positives if positives else None
-
-    @property
-    def false_positive_rate(self) -> float | None:
-        negatives = self.false_positives + self.true_negatives
-        return self.false_positives / negatives if negatives else None
-
-    @property
-    def precision(self) -> float | None:
-        """None when nothing is predicted positive (TFMA writes 1 there, a point the curve does not have)."""
-        predicted = self.true_positives + self.false_positives
-        return self.true_positives / predicted if predicted else None
-
-    @property
-    def positive_share(self) -> float | None:
-        total = self.true_positives + self.false_positives + self.true_negatives + self.false_negatives
-        return (self.true_positives + self.false_negatives) / total if total else None
-
-
-@dataclass(frozen=True)
-class ClassCurve:
-    """One class against the others at every threshold TFMA computed (`class_id` None: a model of one score)."""
-
-    class_id: int | None
-    counts: tuple[Counts, ...]  # by increasing threshold
-
-    def roc(self) -> list[tuple[float, float]]:
-        """(false positive rate, true positive rate) points, from (0, 0) to (1, 1).
-
-        The ends are those of thresholds above and below every score, which TFMA's first and last thresholds (0 and 1)
-        need not be: it counts a score of exactly 1 as above 1 (calibration_histogram's buckets are [start, end)).
-        """
-        points = {(c.false_positive_rate, c.recall) for c in self.counts} | {(0.0, 0.0), (1.0, 1.0)}
-        return sorted(p for p in points if None not in p)
-
-    def precision_recall(self) -> list[tuple[float, float]]:
-        """(recall, precision) points by increasing recall, where something is predicted positive.
-
-        The curve starts at recall 0 with the precision of its first point (of the highest threshold that predicts
-        anything), so that its area spans the whole recall axis.
-        """
-        points = sorted({(c.recall, c.precision) for c in self.counts if None not in (c.recall, c.precision)},
-                        key=lambda p: (p[0], -p[1]))
-        return [(0.0, points[0][1]), *points] if points and points[0][0] > 0 else points
-
-    def has_positives(self) -> bool:
-        """Whether the slice has an example of the class (without one, neither curve exists)."""
-        return any(c.true_positives + c.false_negatives for c in self.counts)
-
-    def at(self, threshold: float) -> Counts | None:
-        """The counts at the computed threshold nearest to `threshold`."""
-        return min(self.counts, key=lambda c: abs(c.threshold - threshold), default=None)
-
-
-@dataclass(frozen=True)
-class ClassMatrix:
-    """Examples per (actual class, predicted class) at one threshold over the top score."""
-
-    threshold: float
-    counts: dict[tuple[int, int], float]
-
-    def classes(self) -> list[int]:
-        """Every class id that occurs, NO_CLASS last."""
-        ids = {actual for actual, _ in self.counts} | {predicted for _, predicted in self.counts}
-        return sorted(ids, key=lambda i: (i == NO_CLASS, i))
-
-
-@dataclass(frozen=True)
-class Bucket:
-    """Examples whose prediction falls in [low, high), with the sums of their labels and of their predictions."""
-
-    low: float
-    high: float
-    count: float
-    label_sum: float
-    prediction_sum: float
-
-    @property
-    def mean_label(self) -> float:
-        return self.label_sum / self.count
-
-    @property
-    def mean_prediction(self) -> float:
-        return self.prediction_sum / self.count
-
-    @property
-    def mean_residual(self) -> float:
-        """Mean of actual - predicted: positive where the model predicts too low."""
-        return (self.label_sum - self.prediction_sum) / self.count
+# --- what the residuals are of ---------------------------------------------------------------
 
 
 def merged(buckets: Sequence[Bucket]) -> Bucket:
@@ -171,120 +70,7 @@ def deciles(buckets: Sequence[Bucket]) -> list[Bucket | None]:
 MAX_SLICES_DRAWN = 50
 
 
-@dataclass
-class SlicePlots:
-    """The plots of one slice, and the curve areas its metrics hold ((metric, class id) -> value)."""
-
-    name: str
-    curves: dict[int | None, ClassCurve] = field(default_factory=dict)
-    matrix: ClassMatrix | None = None
-    buckets: list[Bucket] = field(default_factory=list)
-    areas: dict[tuple[str, int | None], float] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(self.curves or self.matrix or self.buckets)
-
-
-# --- reading ---------------------------------------------------------------------------------
-
-
-def _class_id(sub_key) -> int | None:
-    return sub_key.class_id.value if sub_key.HasField("class_id") else None
-
-
-def _counts(proto) -> tuple[Counts, ...]:
-    counts = (Counts(m.threshold, m.true_positives, m.false_positives, m.true_negatives, m.false_negatives)
-              for m in proto.matrices)
-    return tuple(sorted(counts, key=lambda c: c.threshold))
-
-
-def _class_matrix(proto) -> ClassMatrix | None:
-    """The matrix at the lowest threshold: each example counted as its most likely class."""
-    lowest = min(proto.matrices, key=lambda m: m.threshold, default=None)
-    if lowest is None:
-        return None
-    counts: dict[tuple[int, int], float] = {}
-    for entry in lowest.entries:
-        pair = (entry.actual_class_id, entry.predicted_class_id)
-        counts[pair] = counts.get(pair, 0.0) + entry.num_weighted_examples
-    return ClassMatrix(lowest.threshold, counts)
-
-
-def _buckets(proto) -> list[Bucket]:
-    found = [Bucket(b.lower_threshold_inclusive, b.upper_threshold_exclusive, b.num_weighted_examples.value,
-                    b.total_weighted_label.value, b.total_weighted_refined_prediction.value) for b in proto.buckets]
-    return sorted((b for b in found if b.count > 0), key=lambda b: (b.low, b.mean_prediction))
-
-
-def _is_candidate(key) -> bool:
-    """Not the last pushed model's (TFMA evaluates the baseline too), nor of a top-k sub key."""
-    from tensorflow_model_analysis import constants
-
-    return key.model_name != constants.BASELINE_KEY and not key.sub_key.HasField("top_k") and not key.sub_key.HasField("k")
-
-
-def _add_plot(plots: SlicePlots, key, value, weighted_seen: set[str]) -> None:
-    """Adds one PlotData to `plots`; an example-weighted plot replaces an unweighted one of the same kind."""
-    weighted = key.example_weighted.value
-    for kind in ("confusion_matrix_at_thresholds", "multi_class_confusion_matrix_at_thresholds",
-                 "calibration_histogram_buckets"):
-        if not value.HasField(kind):
-            continue
-        slot = f"{kind}:{_class_id(key.sub_key)}"
-        if slot in weighted_seen and not weighted:
-            continue
-        if weighted:
-            weighted_seen.add(slot)
-        proto = getattr(value, kind)
-        if kind == "confusion_matrix_at_thresholds" and proto.matrices:
-            plots.curves[_class_id(key.sub_key)] = ClassCurve(_class_id(key.sub_key), _counts(proto))
-        elif kind == "multi_class_confusion_matrix_at_thresholds":
-            plots.matrix = _class_matrix(proto) or plots.matrix
-        elif kind == "calibration_histogram_buckets" and (not plots.buckets or weighted):
-            plots.buckets = _buckets(proto) or plots.buckets
-
-
-def read_plots(uri: str) -> dict[str, SlicePlots]:
-    """The candidate model's plots per slice name (Overall first), with the ROC and PR areas of its metrics."""
-    with evaluation.quietly():
-        import tensorflow_model_analysis as tfma
-
-        records = list(tfma.load_plots(uri))
-        metrics = list(tfma.load_metrics(uri))
-    found: dict[str, SlicePlots] = {}
-    for record in records:
-        name = evaluation.slice_name(record.slice_key)
-        plots = found.setdefault(name, SlicePlots(name))
-        weighted_seen: set[str] = set()
-        for item in record.plot_keys_and_values:
-            if _is_candidate(item.key):
-                _add_plot(plots, item.key, item.value, weighted_seen)
-    for record in metrics:
-        plots = found.get(evaluation.slice_name(record.slice_key))
-        for item in record.metric_keys_and_values if plots is not None else ():
-            key = item.key
-            if key.name in (ROC_AREA_METRIC, PR_AREA_METRIC) and _is_candidate(key) and not key.is_diff:
-                if item.value.HasField("double_value"):
-                    plots.areas[(key.name, _class_id(key.sub_key))] = item.value.double_value.value
-    return dict(sorted(found.items(), key=lambda item: (item[0] != evaluation.OVERALL, item[0])))
-
-
 # --- drawing ---------------------------------------------------------------------------------
-
-
-def class_label(class_id: int | None, names: Sequence[str], none: str = "none") -> str:
-    """A class's name from the label vocabulary, else its index; None is the positive class of a one-score model, and
-    NO_CLASS is called `none` (no label, as an actual class; no prediction, as a predicted one)."""
-    if class_id is None:
-        return "positive"
-    if class_id == NO_CLASS:
-        return none
-    return names[class_id] if 0 <= class_id < len(names) else f"class {class_id}"
-
-
-def trapezoid_area(points: Sequence[tuple[float, float]]) -> float:
-    """The area under a curve of points sorted by x."""
-    return sum((x2 - x1) * (y1 + y2) / 2 for (x1, y1), (x2, y2) in itertools.pairwise(points))
 
 
 def _area(plots: SlicePlots, metric: str, curve: ClassCurve, points: Sequence[tuple[float, float]]) -> float:
@@ -301,16 +87,13 @@ def curve_charts(plots: SlicePlots, names: Sequence[str]) -> str:
         roc_points, pr_points = curve.roc(), curve.precision_recall()
         roc[f"{label} · AUC {_area(plots, ROC_AREA_METRIC, curve, roc_points):.3f}"] = roc_points
         pr[f"{label} · AUC {_area(plots, PR_AREA_METRIC, curve, pr_points):.3f}"] = pr_points
-    unit = (0.0, 1.0)
-    chance = svg.Reference("chance", [(0.0, 0.0), (1.0, 1.0)])
     [only] = drawn if len(drawn) == 1 else [None]
     share = only.counts[0].positive_share if only else None
     # With one class, a model that ranks at random has the share of positives as its precision at every recall.
-    no_skill = svg.Reference(f"random ({share:.0%} positive)", [(0.0, share), (1.0, share)]) if share else None
-    size = {"width": CHART_WIDTH, "height": CHART_HEIGHT, "x_range": unit, "y_range": unit, "markers": False}
-    return (svg.line_chart(roc, "ROC curve", "false positive rate", y_label="true positive rate (recall)",
-                           reference=chance, **size)
-            + svg.line_chart(pr, "Precision-recall curve", "recall", y_label="precision", reference=no_skill, **size))
+    no_skill = charts.Reference(f"random ({share:.0%} positive)", [(0.0, share), (1.0, share)]) if share else None
+    return (charts.roc_chart(roc) + charts.line_chart(pr, "Precision-recall curve", "recall", CURVE_WIDTH, CURVE_HEIGHT,
+                                                      y_label="precision", x_range=charts.UNIT, y_range=charts.UNIT,
+                                                      reference=no_skill, markers=False))
 
 
 def matrix_table(labels: Sequence[str], counts: Sequence[Sequence[float]], columns: Sequence[str] | None = None) -> str:
@@ -335,14 +118,11 @@ def matrix_table(labels: Sequence[str], counts: Sequence[Sequence[float]], colum
     return f'<table class="confusion"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def binary_matrix(curve: ClassCurve, names: Sequence[str], decision_threshold: float) -> str:
+def decision_matrix(curve: ClassCurve, names: Sequence[str], decision_threshold: float) -> str:
     """The two-by-two matrix of one class against the others at the decision threshold, with its precision and
     recall."""
-    counts = curve.at(decision_threshold)
-    positive = class_label(curve.class_id, names)
-    other = [name for index, name in enumerate(names) if index != curve.class_id]
-    negative = other[0] if len(names) == 2 and curve.class_id is not None else f"not {positive}"
-    cells = [[counts.true_negatives, counts.false_positives], [counts.false_negatives, counts.true_positives]]
+    counts, cells = binary_matrix(curve, decision_threshold)
+    negative, positive = binary_labels(curve, names)
     at = f"{fmt(counts.threshold)}" + ("" if counts.threshold == decision_threshold else
                                        f" (the computed threshold nearest to {fmt(decision_threshold)})")
     caption = (f"<h3>Confusion matrix at the decision threshold {esc(at)}</h3>"
@@ -368,17 +148,17 @@ def regression_charts(buckets: Sequence[Bucket]) -> str:
     """Predicted against actual (mean label per bucket of predicted value) and the mean residual per decile."""
     points = [(b.mean_prediction, b.mean_label) for b in buckets]
     low, high = min(min(p) for p in points), max(max(p) for p in points)
-    scatter = svg.line_chart({"mean actual": points}, "Predicted against actual", "predicted (mean of the bucket)",
-                             CHART_WIDTH, CHART_HEIGHT, y_label="actual (mean of the bucket)", same_scale=True,
-                             reference=svg.Reference("actual = predicted", [(low, low), (high, high)]),
+    scatter = charts.line_chart({"mean actual": points}, "Predicted against actual", "predicted (mean of the bucket)",
+                             CURVE_WIDTH, CURVE_HEIGHT, y_label="actual (mean of the bucket)", same_scale=True,
+                             reference=charts.Reference("actual = predicted", [(low, low), (high, high)]),
                              markers=len(points) <= MAX_MARKERS)
     tenths = deciles(buckets)
     bars = [(str(index), b.mean_residual if b else math.nan,
              f"decile {index}: {fmt(b.count)} examples, predicted {fmt(b.mean_prediction)}, actual {fmt(b.mean_label)}, "
              f"residual {fmt(b.mean_residual)}" if b else f"decile {index}: no bucket")
             for index, b in enumerate(tenths, start=1)]
-    residuals = svg.bar_chart(bars, "Residuals by decile", "decile of the prediction (1: lowest)",
-                              "mean of actual − predicted", CHART_WIDTH, CHART_HEIGHT)
+    residuals = charts.bar_chart(bars, "Residuals by decile", "decile of the prediction (1: lowest)",
+                              "mean of actual − predicted", CURVE_WIDTH, CURVE_HEIGHT)
     rows = [(esc(index), esc(fmt(b.count)), esc(fmt(b.mean_prediction)), esc(fmt(b.mean_label)), esc(fmt(b.mean_residual)))
             for index, b in enumerate(tenths, start=1) if b]
     listing = table(["decile", "examples", "mean predicted", "mean actual", "mean residual"], rows, "compact")
@@ -400,7 +180,7 @@ def slice_html(plots: SlicePlots, names: Sequence[str], decision_threshold: floa
         body += f'<p class="small">No curve of {esc(", ".join(absent))}: this slice has no example of {them}.</p>'
     if len(plots.curves) == 1 and (plots.matrix is None or len(plots.matrix.classes()) <= 2):
         # A binary label: its matrix at the decision threshold, the one precision and recall are counted at.
-        body += binary_matrix(next(iter(plots.curves.values())), names, decision_threshold)
+        body += decision_matrix(next(iter(plots.curves.values())), names, decision_threshold)
     elif plots.matrix is not None:
         body += class_matrix(plots.matrix, names)
     if plots.buckets:
@@ -421,13 +201,13 @@ def plots_section(summary: RunSummary) -> str:
     if reason:
         return not_run("plots", title, reason)
     plots = read_plots(uri)
-    overall = plots.get(evaluation.OVERALL)
+    overall = plots.get(OVERALL)
     if not overall:
         note = "This evaluation computed no plots (ROC and precision-recall curves, confusion matrix, predicted against actual)."
         return section("plots", title, f'<p class="muted">{esc(note)}</p>')
     names, threshold = artifacts.read_class_names(summary), decision_threshold(summary)
     body = slice_html(overall, names, threshold)
-    others = [slice_plots for name, slice_plots in plots.items() if name != evaluation.OVERALL and slice_plots]
+    others = [slice_plots for name, slice_plots in plots.items() if name != OVERALL and slice_plots]
     return section("plots", title, f"<p class=\"small\">Slice: {esc(overall.name)}</p>" + body
                    + per_slice_html(others, names, threshold))
 

@@ -4,7 +4,8 @@ the agreement check's outcome, each worker's wait in the all-reduce, and where n
 from __future__ import annotations
 
 from dtfx.components.names import MODEL_RUN_OUTPUT, TRAIN_STAGE
-from dtfx.pipeline.report import artifacts, svg
+from dtfx.components.results import charts
+from dtfx.pipeline.report import artifacts
 from dtfx.pipeline.report.markup import badge, esc, facts, not_run, section
 from dtfx.pipeline.report.sections import stage_output
 from dtfx.pipeline.run_summary import RunSummary
@@ -52,7 +53,7 @@ def _stopped_by_a_check(summary: RunSummary) -> tuple[str, str] | None:
 def _curves(series: dict) -> str:
     """Per statistic one chart with a line per replica, and the spread (max / min across replicas) per step."""
     steps, values = series["steps"], series["values"]
-    charts, spreads = [], {}
+    drawn, spreads = [], {}
     for stat in ("loss", "gradient_norm", "examples"):
         rows = values.get(stat) or []
         replicas = max((len(row) for row in rows), default=0)
@@ -63,14 +64,14 @@ def _curves(series: dict) -> str:
                                    if row[replica] is not None]
             for replica in range(replicas)
         }
-        charts.append(svg.line_chart(lines, f"{stat.replace('_', ' ')} per replica", "step"))
+        drawn.append(charts.line_chart(lines, f"{stat.replace('_', ' ')} per replica", "step"))
         spread = [(step, max(row) / min(row)) for step, row in zip(steps, rows, strict=True)
                   if None not in row and min(row) > 0]
         if spread and stat != "examples":
             spreads[stat.replace("_", " ")] = spread
     if spreads:
-        charts.append(svg.line_chart(spreads, "spread across replicas (max / min)", "step"))
+        drawn.append(charts.line_chart(spreads, "spread across replicas (max / min)", "step"))
     every = series.get("every", 1)
     note = f"Recorded every {every} steps" if every > 1 else "Recorded every step"
     note += " (TensorBoard: run replicas, tags replica_&lt;statistic&gt;/replica_&lt;i&gt;)."
-    return '<div class="charts">' + "".join(charts) + f'</div><p class="muted">{note}</p>'
+    return '<div class="charts">' + "".join(drawn) + f'</div><p class="muted">{note}</p>'

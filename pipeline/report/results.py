@@ -18,10 +18,12 @@ from dtfx.components.names import (
     TRAIN_STATS_FILE,
 )
 from dtfx.components.registry.metrics import METRICS, class_value_of
+from dtfx.components.results import charts
+from dtfx.components.results.charts import fmt
+from dtfx.components.results.evaluation import OVERALL
 from dtfx.pipeline.report import artifacts, evaluation, svg
 from dtfx.pipeline.report.markup import badge, esc, facts, not_run, section, table
 from dtfx.pipeline.report.sections import stage_output, why_missing
-from dtfx.pipeline.report.svg import fmt
 from dtfx.pipeline.run_summary import RunSummary
 
 # --- training --------------------------------------------------------------------------------
@@ -42,11 +44,11 @@ def _history_charts(history: dict[str, list[float]], steps_per_epoch: int | None
             (epoch, value) for epoch, value in enumerate(values, start=1) if value is not None
         ]
     x_label = f"epoch ({steps_per_epoch} steps each)" if steps_per_epoch else "epoch"
-    charts = [
-        svg.line_chart(dict(sorted(series.items(), key=lambda s: s[0] != "train")), base, x_label)
+    drawn = [
+        charts.line_chart(dict(sorted(series.items(), key=lambda s: s[0] != "train")), base, x_label)
         for base, series in groups.items()
     ]
-    return '<div class="charts">' + "".join(charts) + "</div>"
+    return '<div class="charts">' + "".join(drawn) + "</div>"
 
 
 def _tensorboard(log_dir: str, skip_epoch_tags: bool) -> str:
@@ -65,7 +67,7 @@ def _tensorboard(log_dir: str, skip_epoch_tags: bool) -> str:
             curves.setdefault(tag, {})[run] = points
         else:
             single.append((esc(tag), esc(run), esc(points[0][0]), esc(fmt(points[0][1]))))
-    body = '<div class="charts">' + "".join(svg.line_chart(series, tag, "step") for tag, series in curves.items()) + "</div>"
+    body = '<div class="charts">' + "".join(charts.line_chart(series, tag, "step") for tag, series in curves.items()) + "</div>"
     if single:
         body += table(["scalar", "run", "step", "value"], single, "compact")
     return body + f'<p class="muted">Event files in {esc(log_dir)} (open with <code>tensorboard --logdir</code>).</p>'
@@ -146,7 +148,7 @@ def _slices_from_summary(summary: RunSummary) -> list[evaluation.SliceMetrics]:
     intervals = summary.evaluator.intervals if summary.evaluator else {}
     rows = {name: evaluation.MetricRow(name, value, interval=tuple(intervals[name]) if name in intervals else None)
             for name, value in metrics.items()}
-    return [evaluation.SliceMetrics(evaluation.OVERALL, rows)]
+    return [evaluation.SliceMetrics(OVERALL, rows)]
 
 
 def evaluation_section(summary: RunSummary) -> str:
@@ -171,12 +173,12 @@ def evaluation_section(summary: RunSummary) -> str:
         body += '<p class="muted">Thresholds unknown: summary.json has no config and the evaluation no eval_config.json.</p>'
     bounds = bounds or {}
     if evaluator is not None and evaluator.slices:  # each slice's metrics are in their own section's tables
-        slices = [slice_metrics for slice_metrics in slices if slice_metrics.name == evaluation.OVERALL]
+        slices = [slice_metrics for slice_metrics in slices if slice_metrics.name == OVERALL]
         body += '<p class="small">Each slice\'s metrics: <a href="#slices">Evaluation slices</a>.</p>'
     with_baseline = any(row.baseline is not None for s in slices for row in s.metrics.values())
     headers = ["metric", "value", *(["last pushed", "change"] if with_baseline else []), "threshold", "result"]
     for slice_metrics in slices:
-        overall = slice_metrics.name == evaluation.OVERALL
+        overall = slice_metrics.name == OVERALL
         # A slice is gated only by the thresholds with per_slice.
         gating = bounds if overall else {name: b for name, b in bounds.items() if b.get("per_slice")}
         for name in gating:  # a threshold on a metric TFMA did not compute still shows

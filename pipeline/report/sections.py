@@ -11,10 +11,11 @@ from __future__ import annotations
 import yaml
 
 from dtfx.components.names import PREDICT_STAGE, PUSH_STAGE, STAGES, STATISTICS_OUTPUT, STATISTICS_STAGE
+from dtfx.components.results import statistics
+from dtfx.components.results.charts import fmt
 from dtfx.pipeline.report import artifacts, svg
 from dtfx.pipeline.report.leaks import leak_warnings
 from dtfx.pipeline.report.markup import badge, esc, not_run, section, table, unavailable
-from dtfx.pipeline.report.svg import fmt
 from dtfx.pipeline.run_summary import RunSummary
 
 STATUS_BADGE = {"ran": "good", "cached": "info", "failed": "bad", "not_run": "neutral"}
@@ -83,21 +84,15 @@ def graph_section(summary: RunSummary) -> str:
 # --- data statistics -------------------------------------------------------------------------
 
 
-def _feature_name(feature) -> str:
-    return ".".join(feature.path.step) if feature.path.step else feature.name
-
-
 def _feature_row(feature, num_examples: int) -> list[str]:
-    from tensorflow_metadata.proto.v0 import statistics_pb2
-
     kind = feature.WhichOneof("stats")
     stats = getattr(feature, kind) if kind else None
     common = stats.common_stats if stats is not None and hasattr(stats, "common_stats") else None
     count = common.num_non_missing if common else 0
     missing = common.num_missing if common else 0
     share = f" ({missing / num_examples:.0%})" if num_examples and missing else ""
-    name = _feature_name(feature)
-    type_name = statistics_pb2.FeatureNameStatistics.Type.Name(feature.type).lower()
+    name = statistics.feature_name(feature)
+    type_name = statistics.feature_type(feature)
     summary_html, picture = "", ""
     if kind == "num_stats":
         summary_html = esc(f"min {fmt(stats.min)} · mean {fmt(stats.mean)} · max {fmt(stats.max)} · sd {fmt(stats.std_dev)}")
@@ -122,12 +117,12 @@ def statistics_section(summary: RunSummary) -> str:
     uri, reason = stage_output(summary, STATISTICS_STAGE, STATISTICS_OUTPUT)
     if reason:
         return not_run("statistics", title, reason)
-    splits = artifacts.read_statistics(uri)
+    splits = statistics.read_statistics(uri)
     if not splits:
         return unavailable("statistics", title, f"no Split-*/FeatureStats.pb in {uri}")
     body = _leaks_html(summary)
     for index, (split, dataset) in enumerate(splits):
-        rows = [_feature_row(feature, dataset.num_examples) for feature in sorted(dataset.features, key=_feature_name)]
+        rows = [_feature_row(feature, dataset.num_examples) for feature in sorted(dataset.features, key=statistics.feature_name)]
         heading = f"{esc(split)} split: {esc(fmt(dataset.num_examples))} examples"
         # The first split (train) is open; the others fold away so that the page stays short with many features.
         body += f"<details{' open' if index == 0 else ''}><summary><h3>{heading}</h3></summary>"

@@ -11,9 +11,10 @@ import math
 import re
 
 from dtfx.components.names import EVALUATE_STAGE
+from dtfx.components.results.charts import fmt
 from dtfx.pipeline.report.markup import esc, not_run, section
 from dtfx.pipeline.report.sections import why_missing
-from dtfx.pipeline.report.svg import fmt, fmt_interval
+from dtfx.pipeline.report.svg import fmt_interval
 from dtfx.pipeline.run_summary import RunSummary, SliceMetrics
 
 ANCHOR, TITLE = "slices", "Evaluation slices"

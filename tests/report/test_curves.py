@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from dtfx.components.results import curves as plot_data
 from dtfx.pipeline.report import build_report, curves
 from tests.report import synthetic
 from tests.report.browser import Chromium, find_chromium
@@ -77,7 +78,7 @@ def matrix_rows(html: str) -> dict[str, list[str]]:
 
 def test_binary_plots_are_read_per_slice_with_tfma_counts_at_each_threshold(evaluations):
     binary = evaluations["binary"]
-    plots = curves.read_plots(str(binary.uri))
+    plots = plot_data.read_plots(str(binary.uri))
     assert list(plots) == ["Overall", *(f"island = {island}" for island in ISLANDS)]
     [curve] = plots["Overall"].curves.values()
     assert curve.class_id == 1 and plots["Overall"].matrix is None
@@ -94,12 +95,12 @@ def test_binary_plots_are_read_per_slice_with_tfma_counts_at_each_threshold(eval
 
 def test_binary_roc_curve_runs_from_corner_to_corner_and_its_area_is_the_auc(evaluations):
     binary = evaluations["binary"]
-    overall = curves.read_plots(str(binary.uri))["Overall"]
+    overall = plot_data.read_plots(str(binary.uri))["Overall"]
     roc = overall.curves[1].roc()
     assert roc[0] == (0.0, 0.0) and roc[-1] == (1.0, 1.0)
     assert all(a <= b for a, b in itertools.pairwise(x for x, _ in roc))
     # 200 thresholds: the area under the drawn curve is the exact AUC within the bucketing error.
-    assert curves.trapezoid_area(roc) == pytest.approx(exact_auc(binary.examples, 1), abs=0.01)
+    assert plot_data.trapezoid_area(roc) == pytest.approx(exact_auc(binary.examples, 1), abs=0.01)
     # The legend shows TFMA's AUC metric (the gated number), which the evaluation computed for class 1.
     assert overall.areas[("auc", 1)] == pytest.approx(exact_auc(binary.examples, 1), abs=0.002)
     assert set(overall.areas) == {("auc", 1), ("auc_pr", 1)}
@@ -107,17 +108,17 @@ def test_binary_roc_curve_runs_from_corner_to_corner_and_its_area_is_the_auc(eva
 
 def test_curves_span_their_axes_whatever_thresholds_tfma_computed():
     # TFMA counts a score of exactly 1 above its last threshold, 1: no threshold predicts nothing positive.
-    ends = (curves.Counts(0.0, 4, 6, 0, 0), curves.Counts(0.5, 3, 1, 5, 1), curves.Counts(1.0, 1, 0, 6, 3))
-    curve = curves.ClassCurve(1, ends)
+    ends = (plot_data.Counts(0.0, 4, 6, 0, 0), plot_data.Counts(0.5, 3, 1, 5, 1), plot_data.Counts(1.0, 1, 0, 6, 3))
+    curve = plot_data.ClassCurve(1, ends)
     assert curve.roc() == [(0.0, 0.0), (0.0, 0.25), (1 / 6, 0.75), (1.0, 1.0)]
     # The precision-recall curve starts at recall 0 with the precision of the highest threshold.
     assert curve.precision_recall() == [(0.0, 1.0), (0.25, 1.0), (0.75, 0.75), (1.0, 0.4)]
-    assert curves.trapezoid_area(curve.roc()) == pytest.approx(1 / 6 * (0.25 + 0.75) / 2 + 5 / 6 * (0.75 + 1) / 2)
+    assert plot_data.trapezoid_area(curve.roc()) == pytest.approx(1 / 6 * (0.25 + 0.75) / 2 + 5 / 6 * (0.75 + 1) / 2)
 
 
 def test_legends_show_the_auc_the_evaluation_computed_for_the_class_else_the_area_drawn():
-    ends = (curves.Counts(0.0, 4, 6, 0, 0), curves.Counts(0.5, 3, 1, 5, 1), curves.Counts(1.0, 1, 0, 6, 3))
-    plots = curves.SlicePlots("Overall", {1: curves.ClassCurve(1, ends), 2: curves.ClassCurve(2, ends)},
+    ends = (plot_data.Counts(0.0, 4, 6, 0, 0), plot_data.Counts(0.5, 3, 1, 5, 1), plot_data.Counts(1.0, 1, 0, 6, 3))
+    plots = plot_data.SlicePlots("Overall", {1: plot_data.ClassCurve(1, ends), 2: plot_data.ClassCurve(2, ends)},
                               areas={("auc", 1): 0.9, ("auc_pr", 1): 0.7, ("auc", None): 0.1})
     legends = [t.text for t in synthetic.svg_elements(curves.curve_charts(plots, ["a", "b", "c"]))[0].iter("text")
                if t.get("class") == "legend"]
@@ -127,7 +128,7 @@ def test_legends_show_the_auc_the_evaluation_computed_for_the_class_else_the_are
 def test_binary_report_draws_roc_and_pr_curves_and_the_matrix_at_the_decision_threshold(evaluations, tmp_path):
     binary = evaluations["binary"]
     html = plots_html(run_dir(tmp_path, binary.uri, names=BINARY_NAMES, decision_threshold=0.3))
-    overall = curves.read_plots(str(binary.uri))["Overall"]
+    overall = plot_data.read_plots(str(binary.uri))["Overall"]
     roots = synthetic.svg_elements(html)
     assert [root.get("aria-label") for root in roots] == ["ROC curve", "Precision-recall curve"]
     texts = [t.text for root in roots for t in root.iter("text")]
@@ -147,7 +148,7 @@ def test_binary_report_draws_roc_and_pr_curves_and_the_matrix_at_the_decision_th
 
 
 def svg_fmt(value: float) -> str:
-    from dtfx.pipeline.report.svg import fmt
+    from dtfx.components.results.charts import fmt
 
     return fmt(value)
 
@@ -157,7 +158,7 @@ def svg_fmt(value: float) -> str:
 
 def test_three_classes_matrix_counts_each_example_as_its_most_likely_class(evaluations, tmp_path):
     three = evaluations["three classes"]
-    overall = curves.read_plots(str(three.uri))["Overall"]
+    overall = plot_data.read_plots(str(three.uri))["Overall"]
     expected: dict[tuple[int, int], float] = {}
     for example in three.examples:
         pair = (int(example.label), max(range(3), key=lambda k: example.scores[k]))
@@ -191,7 +192,7 @@ def test_classes_without_a_vocabulary_are_named_by_index(evaluations, tmp_path):
 
 def test_regression_buckets_hold_every_example_and_the_deciles_show_the_bias(evaluations, tmp_path):
     regression = evaluations["regression"]
-    buckets = curves.read_plots(str(regression.uri))["Overall"].buckets
+    buckets = plot_data.read_plots(str(regression.uri))["Overall"].buckets
     whole = curves.merged(buckets)
     labels = [e.label for e in regression.examples]
     predictions = [e.scores[0] for e in regression.examples]
@@ -212,13 +213,13 @@ def test_regression_buckets_hold_every_example_and_the_deciles_show_the_bias(eva
 
 
 def test_deciles_of_equal_buckets_are_exact_and_of_uneven_ones_whole_buckets():
-    equal = [curves.Bucket(i, i + 1, 5, 5 * (i + 1), 5 * i) for i in range(20)]
+    equal = [plot_data.Bucket(i, i + 1, 5, 5 * (i + 1), 5 * i) for i in range(20)]
     tenths = curves.deciles(equal)
     assert [t.count for t in tenths] == [10] * 10
     assert [t.mean_prediction for t in tenths] == [0.5 + 2 * k for k in range(10)]
     assert all(t.mean_residual == 1 for t in tenths)
     # One bucket of most examples: it falls whole in the tenth of its middle example; tenths without a bucket are None.
-    uneven = [curves.Bucket(0, 1, 1, 0, 0), curves.Bucket(1, 2, 98, 98, 98), curves.Bucket(2, 3, 1, 3, 2)]
+    uneven = [plot_data.Bucket(0, 1, 1, 0, 0), plot_data.Bucket(1, 2, 98, 98, 98), plot_data.Bucket(2, 3, 1, 3, 2)]
     tenths = curves.deciles(uneven)
     assert [t.count if t else None for t in tenths] == [1, None, None, None, None, 98, None, None, None, 1]
 
@@ -238,7 +239,7 @@ def test_each_slice_has_its_own_pictures_folded_under_the_whole_splits(evaluatio
 
 
 def test_a_slicing_of_many_values_draws_the_first_slices_and_says_how_many_more(monkeypatch):
-    many = [curves.SlicePlots(f"shop = {number}", buckets=[curves.Bucket(0, 1, 1, 1, 1)]) for number in range(5)]
+    many = [plot_data.SlicePlots(f"shop = {number}", buckets=[plot_data.Bucket(0, 1, 1, 1, 1)]) for number in range(5)]
     monkeypatch.setattr(curves, "MAX_SLICES_DRAWN", 3)
     html = curves.per_slice_html(many, [], 0.5)
     assert re.findall(r'<details class="slice-plots"><summary>([^<]*)</summary>', html) == ["shop = 0", "shop = 1", "shop = 2"]
@@ -319,9 +320,10 @@ def test_plots_render_in_chromium(evaluations, tmp_path):
 
 def test_a_class_with_no_example_in_a_slice_has_no_curve_and_the_slice_says_so():
     def curve(class_id, positives):
-        return curves.ClassCurve(class_id, (curves.Counts(0.0, positives, 4, 0, 0), curves.Counts(0.5, positives, 1, 3, 0)))
+        counts = (plot_data.Counts(0.0, positives, 4, 0, 0), plot_data.Counts(0.5, positives, 1, 3, 0))
+        return plot_data.ClassCurve(class_id, counts)
 
-    plots = curves.SlicePlots("island = Torgersen", curves={0: curve(0, 3), 1: curve(1, 0), 2: curve(2, 0)})
+    plots = plot_data.SlicePlots("island = Torgersen", curves={0: curve(0, 3), 1: curve(1, 0), 2: curve(2, 0)})
     html = curves.slice_html(plots, THREE_NAMES, 0.5)
     legends = [t.text for root in synthetic.svg_elements(html) for t in root.iter("text") if " · AUC " in (t.text or "")]
     assert [legend.split(" · ")[0] for legend in legends] == ["Adelie", "Adelie"]  # the ROC and the PR chart

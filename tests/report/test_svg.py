@@ -7,6 +7,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+from dtfx.components.results import charts
 from dtfx.pipeline.report import svg
 from dtfx.pipeline.report.page import CSS
 from dtfx.pipeline.report.svg import GraphNode
@@ -108,31 +109,31 @@ def test_bar_names_and_counts_are_drawn_whole_inside_the_picture_in_chromium(tmp
 
 def test_line_chart_draws_a_series_per_name_and_skips_non_finite_values():
     series = {"train": [(1, 1.0), (2, 0.5), (3, math.nan)], "eval": [(1, 1.2), (2, 0.7), (3, 0.6)]}
-    root = parse(svg.line_chart(series, "loss", "epoch"))
+    root = parse(charts.line_chart(series, "loss", "epoch"))
     lines = [p for p in root.iter("polyline") if p.get("class") == "series"]
     assert [len(p.get("points").split()) for p in lines] == [2, 3]
     assert {"train", "eval", "loss", "epoch"} <= {t.text for t in root.iter("text")}
 
 
 def test_line_chart_of_one_point_and_of_no_points():
-    parse(svg.line_chart({"only": [(5, 2.0)]}, "one", "step"))
-    root = parse(svg.line_chart({}, "none", "step"))
+    parse(charts.line_chart({"only": [(5, 2.0)]}, "one", "step"))
+    root = parse(charts.line_chart({}, "none", "step"))
     assert "no values" in [t.text for t in root.iter("text")]
 
 
 def test_integer_axes_get_whole_ticks():
-    assert svg._ticks(1, 10, integer=True) == [2, 4, 6, 8, 10]
-    assert all(float(t).is_integer() for t in svg._ticks(1, 3, integer=True))
-    assert svg._ticks(0, 1) == [0, 0.25, 0.5, 0.75, 1]
+    assert charts.ticks(1, 10, integer=True) == [2, 4, 6, 8, 10]
+    assert all(float(t).is_integer() for t in charts.ticks(1, 3, integer=True))
+    assert charts.ticks(0, 1) == [0, 0.25, 0.5, 0.75, 1]
 
 
 def test_fmt_keeps_numbers_short():
     values = (3.0, 0.123456, 1234567.0, 37862.9, 1234.56, 2.5e12, math.nan, None)
-    assert [svg.fmt(v) for v in values] == ["3", "0.1235", "1234567", "37863", "1235", "2.5e+12", "–", "–"]
+    assert [charts.fmt(v) for v in values] == ["3", "0.1235", "1234567", "37863", "1235", "2.5e+12", "–", "–"]
 
 
 def test_tick_labels_stay_short():
-    assert [svg.tick_label(v) for v in (17_500_000, 12_000, 4500, 0.25, -2e9)] == ["17.5M", "12k", "4500", "0.25", "-2G"]
+    assert [charts.tick_label(v) for v in (17_500_000, 12_000, 4500, 0.25, -2e9)] == ["17.5M", "12k", "4500", "0.25", "-2G"]
 
 
 def test_a_value_is_written_with_its_interval_unless_it_has_none():

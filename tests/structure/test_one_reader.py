@@ -4,8 +4,11 @@ Two readers of CSV rows had drifted: init's opened X.CSV.GZ as text (a case-sens
 validate's read it. The scan below reads pipeline/ by `ast` for every call that opens or parses CSV data, or decides
 gzip by a name's suffix (ingest's rule is sources.gzip_named); each is allowed in the one reader only. The report's
 sections each named a stage and its output twice, for why_missing and for output_uri; sections.stage_output asks both.
-Each scan is also run on snippets, so that a scan that finds nothing cannot pass for one that looks; the modules
-renamed for names that say what they are (data_source, beam_args, beam_mode) stay gone.
+A run's results had four readers (metadata_reader, the report's evaluation and curves, the run page's evaluation) and
+the ROC chart two drawings (the report's, the run page's): TFMA's readers, the statistics' and the anomalies' protos
+are used in components/results only, `binary_matrix` is defined there only, and only its charts write an SVG element
+or a ROC chart's axis. Each scan is also run on snippets, so that a scan that finds nothing cannot pass for one that
+looks; the modules renamed for names that say what they are (data_source, beam_args, beam_mode) stay gone.
 """
 
 from __future__ import annotations
@@ -159,3 +162,91 @@ def test_the_look_alike_module_names_stay_gone():
                for path in (ROOT / folder).rglob("*.py") for module in old.values() if module in path.read_text()
                and path.name != "test_one_reader.py"}
     assert imports == set()
+
+
+# --- a run's results: one reader, one drawing (components/results) ---------------------------
+
+# TFMA's readers of its output, the protos of the statistics and the anomalies, and the function each is allowed in.
+RESULT_READERS = {"load_metrics": "components/results/evaluation.py:read_metrics",
+                  "load_validation_result": "components/results/evaluation.py:read_validation",
+                  "load_plots": "components/results/curves.py:read_plots",
+                  "DatasetFeatureStatisticsList": "components/results/statistics.py:read_statistics",
+                  "Anomalies": "components/results/statistics.py:read_anomalies"}
+# The thresholds TFMA applied are parsed from its eval_config.json in thresholds_applied, without load_eval_run.
+RESULT_OPENERS = (*RESULT_READERS, "load_eval_run", "load_eval_result", "load_eval_results", "load_metrics_plots")
+# Not a reader of a run's results for showing them: the evaluator amends the validation TFMA just wrote with the
+# failures at the confidence intervals' ends, as protos it writes back (components/evaluator/executor.py).
+EVALUATOR_OWN = {"components/evaluator/executor.py:_check_intervals: load_validation_result",
+                 "components/evaluator/executor.py:_check_intervals: load_metrics"}
+HOME = "components/results"
+# What only the home's charts write: an SVG element (charts.svg_element), a ROC chart's axis (charts.roc_chart).
+DRAWINGS = {"<svg": "components/results/charts.py:svg_element",
+            "false positive rate": "components/results/charts.py:roc_chart"}
+
+
+def result_readers(source: str) -> list[tuple[str, str]]:
+    """(enclosing function, what) of every use of a result reader, by its attribute or imported name."""
+    tree = ast.parse(source)
+    enclosing = enclosing_functions(tree)
+    imported = {name.rsplit(".", 1)[-1] for name in imported_names(tree).values()}
+    found = []
+    for node in ast.walk(tree):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if name in RESULT_OPENERS and (isinstance(node, ast.Attribute) or name in imported):
+            found.append((enclosing.get(id(node), "<module>"), name))
+    return found
+
+
+def drawn_strings(source: str) -> list[tuple[str, str]]:
+    """(enclosing function, what) of every string in code (not a docstring) that draws an SVG or a ROC chart's axis."""
+    tree = ast.parse(source)
+    enclosing = enclosing_functions(tree)
+    docstrings = {id(body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                  and (body := node.body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)}
+    return [(enclosing.get(id(node), "<module>"), what) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+            for what in DRAWINGS if what in node.value]
+
+
+def package_files():
+    return [path for folder in ("pipeline", "components") for path in sorted((ROOT / folder).rglob("*.py"))]
+
+
+def test_only_the_home_reads_a_runs_evaluation_statistics_and_anomalies():
+    found = {f"{path.relative_to(ROOT)}:{function}: {what}" for path in package_files()
+             for function, what in result_readers(path.read_text())}
+    assert found == {f"{where}: {what}" for what, where in RESULT_READERS.items()} | EVALUATOR_OWN
+
+
+def test_binary_matrix_is_computed_once_and_each_chart_drawn_once():
+    defined = {f"{path.relative_to(ROOT)}" for path in package_files()
+               for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.FunctionDef) and node.name == "binary_matrix"}
+    assert defined == {f"{HOME}/curves.py"}
+    drawn = {f"{path.relative_to(ROOT)}:{function}: {what}" for path in package_files()
+             for function, what in drawn_strings(path.read_text())}
+    assert drawn == {f"{where}: {what}" for what, where in DRAWINGS.items()}
+
+
+def test_the_results_scans_find_a_second_reader_and_a_second_drawing():
+    snippet = '''
+"""A page with <svg> in its docstring only."""
+import tensorflow_model_analysis as tfma
+from tensorflow_model_analysis import load_plots
+from tensorflow_metadata.proto.v0 import statistics_pb2
+
+def metrics(uri):
+    return tfma.load_metrics(uri), load_plots(uri), tfma.load_eval_result(uri)
+
+def stats(data):
+    return statistics_pb2.DatasetFeatureStatisticsList.FromString(data)
+
+def roc(points):
+    """<svg> here is a docstring."""
+    return f'<svg width="10">{points}</svg>' + "<text>false positive rate</text>"
+'''
+    assert sorted(result_readers(snippet)) == sorted([
+        ("metrics", "load_metrics"), ("metrics", "load_plots"),
+        ("metrics", "load_eval_result"), ("stats", "DatasetFeatureStatisticsList")])
+    assert sorted(drawn_strings(snippet)) == [("roc", "<svg"), ("roc", "false positive rate")]

@@ -33,9 +33,8 @@ OTHER_MEANINGS = {
     ("pipeline/metadata_reader.py", "predict"): (1, "read_run: RunRecord's field `predict`"),
     ("pipeline/run_summary.py", "push"): (2, "RunSummary.from_dict: summary.json's key, RunSummary's field `push`"),
     ("pipeline/run_summary.py", "predict"): (3, "RunSummary.from_dict: summary.json's key, RunSummary's field `predict`"),
-    ("pipeline/report/artifacts.py", "train"): (1, "read_statistics: the split shown first"),
     # tensorflow_model_analysis 0.47.1, constants.py: BASELINE_KEY = 'baseline' (TFMA is imported only when read).
-    ("pipeline/report/evaluation.py", "baseline"): (1, "read_evaluation: TFMA's model name of the baseline"),
+    ("components/results/evaluation.py", "baseline"): (1, "BASELINE_MODEL: TFMA's model name of the baseline"),
     ("pipeline/report/page.py", "statistics"): (1, "SECTIONS: the report section's id"),
     ("pipeline/report/sections.py", "statistics"): (3, "statistics_section: the report section's id"),
     ("pipeline/report/sections.py", "predict"): (1, "graph_section: the config section `predict`"),
