@@ -63,8 +63,12 @@ lint: setup  ## ruff, and vermin for the image's Python (both from requirements-
 schema: setup  ## regenerate pipeline_config/config.schema.json from the config model
 	$(BIN)/dtfx schema > pipeline_config/config.schema.json
 
-docs: setup  ## regenerate docs/config.md, the config reference, from the config model
-	$(BIN)/python -m dtfx.pipeline.config_reference > docs/config.md
+# The reference pages are written from the code (the config model, the CLI's parser); the site is built in strict mode
+# (mkdocs.yml's validation: a broken link or anchor fails). `.venv/bin/mkdocs serve` serves it while you edit.
+docs: setup  ## regenerate docs/reference/ (config keys, CLI verbs) from the code and build the site into site/
+	$(BIN)/python -m dtfx.pipeline.config_reference > docs/reference/config.md
+	$(BIN)/python -m dtfx.pipeline.cli_reference > docs/reference/cli.md
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 golden: setup  ## rewrite the golden files from the current code
 	UPDATE_GOLDEN=1 $(BIN)/python -m pytest -m "not slow" -k golden -q
@@ -80,5 +84,5 @@ image:  ## build the Kubeflow step image where Docker exists; then docker push i
 rehearse: setup  ## run the default pipeline as Kubeflow would: compiled file, steps as subprocesses (minutes)
 	$(BIN)/dtfx rehearse $(CONFIG)
 
-clean:
-	rm -rf outputs data .pytest_cache
+clean:  ## remove outputs/, data/, the test cache and the built site
+	rm -rf outputs data .pytest_cache site

@@ -45,7 +45,7 @@ def exempt_traceable_libraries_from_autograph() -> None:
     conversion (Keras is written to be traced as it is) but not `tf_keras`, the same Keras 2
     code under the name dtfx uses. Converting it makes every `fit` trace tf_keras' whole
     training step through AutoGraph, most of the first `fit` of a small model (benchmarks/train.py;
-    README, Performance). TensorFlow Transform's layer, which the serving signature calls, is the
+    docs/guides/performance.md). TensorFlow Transform's layer, which the serving signature calls, is the
     same case: converting it was a large share of saving the model. A user's own layers are still
     converted: Keras converts a layer's `call` itself when its caller is traced with AutoGraph on.
     """
@@ -67,8 +67,8 @@ def replica_datasets_without_autotuning() -> None:
     options, autotuning on, whatever the input dataset's options say. Every iterator with autotuning
     runs a model thread that sleeps between optimisations for a period that doubles as the iterator
     lives, and deleting the iterator waits for that sleep to end: at the end of each `fit` and of each
-    validation pass, a wait that grows with the run and that a short `fit` feels most (README,
-    Performance). The replicas' datasets only prefetch a fixed buffer, which autotuning has nothing
+    validation pass, a wait that grows with the run and that a short `fit` feels most
+    (docs/guides/performance.md). The replicas' datasets only prefetch a fixed buffer, which autotuning has nothing
     to tune in.
     Idempotent.
     """
@@ -100,8 +100,8 @@ def without_keras_layer_traces() -> Iterator[None]:
     loss functions of every layer (`saving/legacy/saved_model/save_impl.py`), for
     `tf_keras.models.load_model` to revive the model. That loader refuses a `tf.saved_model.save`
     export anyway (it has no `keras_metadata.pb`), and dtfx's readers (TFMA, batch prediction,
-    TF Serving) call the explicit signatures only, so the traces only lengthen every save (README,
-    Performance). tf_keras' own switch for this is `save_traces` in `Model.save`, which
+    TF Serving) call the explicit signatures only, so the traces only lengthen every save
+    (docs/guides/performance.md). tf_keras' own switch for this is `save_traces` in `Model.save`, which
     `tf.saved_model.save` does not take.
     """
     from tf_keras.src.saving.legacy.saved_model import utils as keras_saving

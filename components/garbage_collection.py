@@ -3,7 +3,7 @@
 TensorFlow, TFX, Beam and TFMA leave about 600,000 objects behind their imports, and Python's defaults (a
 collection every 700 allocations of tracked objects; every 100th one a full collection that walks every object)
 made the collector a large share of a small run, most of it in the full collections walking those objects again
-(README, Performance). Memory does not grow: garbage in reference cycles is still collected, a little later
+(docs/guides/performance.md). Memory does not grow: garbage in reference cycles is still collected, a little later
 (benchmarks/scaling.py measures the peak).
 
 A local run (pipeline/local_runner.py) does both; a Kubeflow step (kfp_entrypoint.py) only collects less often, since

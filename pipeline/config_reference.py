@@ -1,4 +1,4 @@
-"""The config reference, `docs/config.md`: every key of the config with its type, default and description, written
+"""The config reference, `docs/reference/config.md`: every key of the config with its type, default and description, written
 from the config's JSON Schema (`dtfx schema`, which the config model itself generates), so that it cannot drift.
 
 `make docs` writes it; tests/test_config_reference.py fails when the page in the repository is not current.
@@ -12,8 +12,8 @@ from typing import Any
 HEADER = """# Config reference
 
 Every key of a dtfx config, section by section: its type, its default and what it does. Written by `make docs` from
-the config model (`dtfx schema` prints the same as JSON Schema); the [README](../README.md) shows them in use, with
-examples. A key not listed here is an error.
+the config model (`dtfx schema` prints the same as JSON Schema); [the config's guide](../guides/config.md) shows them in
+use, with examples. A key not listed here is an error.
 """
 
 

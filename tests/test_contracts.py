@@ -161,7 +161,7 @@ def test_column_names_are_read_once_for_every_caller_without_a_byte_order_mark(t
 
 
 def test_a_user_model_is_called_exactly_as_documented(tmp_path, monkeypatch):
-    """The signature in UserModel's description and the README: build_fn(numeric, categorical, num_outputs)."""
+    """The signature in UserModel's description and docs/guides/config.md: build_fn(numeric, categorical, num_outputs)."""
     import numpy as np
 
     (tmp_path / "documented_user_model.py").write_text(textwrap.dedent('''

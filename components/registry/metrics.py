@@ -51,7 +51,7 @@ class Metric:
 
     @property
     def better(self) -> str:
-        """Which values are better, in words: for the report and the README."""
+        """Which values are better, in words: for the report and docs/guides/evaluation.md."""
         if self.higher_is_better is None:
             return f"best at {self.target:g}"
         return "higher is better" if self.higher_is_better else "lower is better"

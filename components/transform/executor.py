@@ -34,7 +34,7 @@ from dtfx.components.transform import sharded_write
 from dtfx.components.transform.options import TransformOptions
 
 # Rows per record batch that TF Transform's analysis and transform passes feed to TensorFlow, where TFX leaves Beam
-# to grow batches up to 1,000 rows: bigger batches pay each session run's fixed cost less often (README, Performance).
+# to grow batches up to 1,000 rows: bigger batches pay each session run's fixed cost less often (docs/guides/performance.md).
 # Not with image features, whose batches would hold that many images.
 BATCH_SIZE = 8192
 

@@ -6,7 +6,7 @@ memory, and the per-example elements cost Python time per row. Here each record 
 once (tfx_bsl's encoder), framed and compressed as ingest does (`example_gen.tfrecord`), its rows
 dealt round-robin to the shards' part files of the bundle; only the part files' paths are grouped,
 and each shard is the concatenation of its parts: quicker than WriteToTFRecord with a shard count, and at a
-fraction of its peak memory (benchmarks/scaling.py; README, Performance):
+fraction of its peak memory (benchmarks/scaling.py; docs/guides/performance.md):
 
     record batches ─ WriteParts (per bundle: one part file per shard) ─┬─ GroupByKey ─ JoinParts
     every shard → nothing ─────────────────────────────────────────────┘  (so that empty shards are written too)

@@ -94,7 +94,7 @@ def make_starter(name: str, data_path: str, out_path: str | None = None, label: 
         f"dtfx pipeline {name}: written by `dtfx init` from {data_path}.",
         f"Guessed from its first {rows} rows: check the label, the task, the feature lists and the threshold,",
         f"then `dtfx validate {out_path}` and `dtfx run {out_path}`.",
-        "Every key is described in README.md and in pipeline_config/config.schema.json.",
+        "Every key is described in docs/reference/config.md and in pipeline_config/config.schema.json.",
     ]
     if choice.notes:
         header += ["Columns init left out or kept with a caveat (dtfx init printed these lines too):",
@@ -137,8 +137,8 @@ def add_command(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
                       help="the CSV (comma-separated) or Parquet file to learn from")
     verb.add_argument("--label", metavar="COL", help="the column to predict (default: the last column)")
     verb.add_argument("--output", metavar="PATH", help="where to write the config (default: pipeline_config/NAME.yaml)")
-    verb.add_argument("--model", metavar="TYPE", help="the model type: gradient_boosted_trees (the default, see the "
-                      "README's Quality section) or dnn")
+    verb.add_argument("--model", metavar="TYPE", help="the model type: gradient_boosted_trees (the default, see "
+                      "docs/guides/quality.md) or dnn")
     verb.set_defaults(handler=_init)
     return verb
 

@@ -1,6 +1,6 @@
 """`dtfx compile` with `kubeflow.serving`: a KServe InferenceService beside the compiled pipeline, read with KServe's own
 v1beta1 API models (the kserve SDK of requirements-dev-nodeps.lock), serving exactly the directory the compiled push
-step writes; and the pushed model of a real run, loaded as TF Serving loads it, answers the README's request."""
+step writes; and the pushed model of a real run, loaded as TF Serving loads it, answers the request of docs/guides/kubeflow.md."""
 
 from __future__ import annotations
 
@@ -26,9 +26,10 @@ from tests.report.conftest import SHRINK
 
 SERVING = {"name": "penguin-species", "service_account": "model-reader", "min_replicas": 1, "max_replicas": 3,
            "resources": {"cpu": 2, "memory": "4Gi", "gpu": 1}}
-# The README's request: the first penguin of the data (Adelie, Torgersen, 39.1, 18.7, 181, 3750, male, 2007) as a
-# serialized tf.Example of the columns the model reads, each typed as its assets.extra/dtfx_inputs.json says.
-README_REQUEST = {"signature_name": "serving_default", "instances": [{"b64": (
+# The request docs/guides/kubeflow.md shows (a test below checks it is the page's): the first penguin of the data
+# (Adelie, Torgersen, 39.1, 18.7, 181, 3750, male, 2007) as a serialized tf.Example of the columns the model reads,
+# each typed as its assets.extra/dtfx_inputs.json says.
+DOCUMENTED_REQUEST = {"signature_name": "serving_default", "instances": [{"b64": (
     "CqUBChUKC2JvZHlfbWFzc19nEgYaBAoCph0KDwoDc2V4EggKBgoEbWFsZQoZCg1iaWxsX2RlcHRoX21tEggSBgoEmpmVQQobChFmbGlwcGVyX2xlbmd0"
     "aF9tbRIGGgQKArUBChoKDmJpbGxfbGVuZ3RoX21tEggSBgoEZmYcQgoOCgR5ZWFyEgYaBAoC1w8KFwoGaXNsYW5kEg0KCwoJVG9yZ2Vyc2Vu")}]}
 
@@ -195,6 +196,11 @@ def test_serving_mistakes_exit_2_naming_the_key_and_write_nothing(tmp_path, caps
     assert sorted(path.name for path in tmp_path.iterdir()) == ["config.yaml"]
 
 
+def test_the_request_the_kubeflow_guide_shows_is_the_one_tested():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "kubeflow.md").read_text(encoding="utf-8")
+    assert json.dumps(DOCUMENTED_REQUEST) in page
+
+
 def test_the_storage_uri_of_a_volume_root_and_of_buckets():
     kubeflow = KubeflowSection(volumes=[{"claim": "models", "mount_path": "/mnt/models"}])
     assert storage_uri("/mnt/models", kubeflow) == "pvc://models"
@@ -257,7 +263,7 @@ def pushed(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_tf_serving_loads_the_newest_pushed_version_and_answers_the_readme_request(pushed):
-    done = subprocess.run([sys.executable, "-c", SERVE_AS_TF_SERVING, str(pushed), json.dumps(README_REQUEST)],
+    done = subprocess.run([sys.executable, "-c", SERVE_AS_TF_SERVING, str(pushed), json.dumps(DOCUMENTED_REQUEST)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     outputs = json.loads(done.stdout.strip().splitlines()[-1])

@@ -131,7 +131,7 @@ def evaluation_data(data: tf.data.Dataset, steps: int, strategy: tf.distribute.S
 
     Keras makes a new iterator over `validation_data` at each evaluation, and a new iterator of a
     distributed dataset traces functions on every device, at each of a default training's evaluations
-    (README, Performance). Given an already distributed dataset, Keras reuses its first iterator instead
+    (docs/guides/performance.md). Given an already distributed dataset, Keras reuses its first iterator instead
     (tf_keras' `DatasetAdapter.should_recreate_iterator`), so the dataset repeats its first `steps`
     batches and each evaluation reads exactly those, as a fresh iterator would.
     """

@@ -89,5 +89,5 @@ def compile_model(network: keras.Model, task: str, learning_rate: float, steps_p
         steps_per_execution=steps_per_execution,
     )
     # Adam's slots, made now rather than in the first train step: a tf.function that makes variables on its first
-    # call is traced twice, and the train step's trace is most of fit's fixed cost (README, Performance).
+    # call is traced twice, and the train step's trace is most of fit's fixed cost (docs/guides/performance.md).
     network.optimizer.build(network.trainable_variables)

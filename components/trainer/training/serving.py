@@ -63,7 +63,7 @@ def _parseable(serialized: tf.Tensor, spec: dict) -> tf.Tensor:
     `ignore_errors` a failure drops the element instead. The whole batch is tried first, one vectorised
     parse (nearly every batch is all good); only a batch that fails is parsed example by example to
     find the bad ones, which costs far more per example than the vectorised parse
-    (benchmarks/serving_check.py; README, Performance).
+    (benchmarks/serving_check.py; docs/guides/performance.md).
     """
     count = tf.shape(serialized)[0]
     whole = _once_per_call(tf.data.Dataset.from_tensors(serialized).map(lambda batch: _parsed_values(batch, spec)))
