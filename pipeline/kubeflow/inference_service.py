@@ -28,7 +28,7 @@ from dtfx.pipeline import layout
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import Problem
 from dtfx.pipeline.kubeflow.platform import kubernetes_quantities, mount_of
-from dtfx.pipeline.kubeflow_config import (
+from dtfx.pipeline.kubeflow.config import (
     INFERENCE_SERVICE_NAME,
     INFERENCE_SERVICE_NAME_WORDS,
     TF_SERVING_GPU_SUFFIX,

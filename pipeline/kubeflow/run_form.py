@@ -1,6 +1,6 @@
 """The run form: config keys a Kubeflow user changes per run, as typed pipeline parameters of the compiled pipeline.
 
-`kubeflow.run_parameters` lists config keys (by default kubeflow_config.DEFAULT_RUN_PARAMETERS
+`kubeflow.run_parameters` lists config keys (by default kubeflow.config.DEFAULT_RUN_PARAMETERS
 and the evaluator's threshold bounds). Each becomes a root parameter named after the key
 (`trainer.learning_rate`: `trainer_learning_rate`), typed by its value (KFP's NUMBER_INTEGER,
 NUMBER_DOUBLE, STRING or BOOLEAN), the config's value as its default and the field's
@@ -43,7 +43,7 @@ from dtfx.components.errors import report_user_error
 from dtfx.components.registry.models import model_type_of
 from dtfx.components.run_parameters import RUN_PARAMETERS_FLAG, TYPE_WORDS, parameter_type
 from dtfx.pipeline.errors import ConfigError, UserError
-from dtfx.pipeline.kubeflow_config import DEFAULT_RUN_PARAMETERS, FOREST_RUN_PARAMETERS
+from dtfx.pipeline.kubeflow.config import DEFAULT_RUN_PARAMETERS, FOREST_RUN_PARAMETERS
 
 CHECK_STEP = "check_parameters"  # short enough for the task table of dtfx rehearse
 SETTING = "kubeflow.run_parameters"

@@ -20,7 +20,7 @@ from dtfx.pipeline.cli import main
 from dtfx.pipeline.config_base import INT32_MAX, INT64_MAX, UINT32_MAX
 from dtfx.pipeline.kubeflow.compiler import ENTRYPOINT, OPEN_SOURCE_EXECUTORS, open_source_problems
 from dtfx.pipeline.kubeflow.platform import PLATFORM_FIELDS, backend_reads, field_paths
-from dtfx.pipeline.kubeflow_config import KFP_BACKENDS, image_reference_problem
+from dtfx.pipeline.kubeflow.config import KFP_BACKENDS, image_reference_problem
 from tests.conftest import ROOT, assert_matches_golden, default_config, run_dtfx, set_key
 
 GOLDEN = ROOT / "tests" / "golden" / "kubeflow_penguins.yaml"

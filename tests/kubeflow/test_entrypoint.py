@@ -16,7 +16,7 @@ import yaml
 from dtfx.components import kfp_executor_input, run_parameters
 from dtfx.components.kfp_executor_input import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, OUTPUT_TYPES_FLAG, prepare
 from dtfx.pipeline.kubeflow.rehearsal import driver
-from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
+from dtfx.pipeline.kubeflow.config import KFP_BACKENDS
 
 SCHEMA_TYPE = {"instanceSchema": "title: tfx.Schema\ntype: object\n"}
 STATISTICS_TYPE = {"instanceSchema": "title: tfx.ExampleStatistics\ntype: object\n"}

@@ -28,7 +28,7 @@ import os
 import uuid
 
 from dtfx.components.kfp_executor_input import local_path_for_uri
-from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
+from dtfx.pipeline.kubeflow.config import KFP_BACKENDS
 
 NEWEST = KFP_BACKENDS[-1]
 EXECUTOR_LOGS = "executor-logs"
