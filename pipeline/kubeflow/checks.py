@@ -34,7 +34,7 @@ def cluster_problems(config: Config, source: str, where: str = COMPILE) -> list[
     COMPILE: the image and the pipeline root must be set, and what the image must hold is checked.
     REHEARSAL: on this machine, which needs neither but runs Beam in its steps, and whose steps import the model
     module as the image's environment would, with only the current directory added. RUN: in the run's
-    first step on the cluster, the compiled config with the run's values (run_form.check): what a
+    first step on the cluster, the compiled config with the run's values (dtfx.pipeline.kubeflow.steps.check): what a
     value may break. Lines are looked up in the YAML file `source`.
     """
     if where not in WHERE:

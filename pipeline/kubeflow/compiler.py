@@ -2,7 +2,7 @@
 
 TFX's KubeflowV2DagRunner compiles the pipeline that `build_pipeline(config)` builds, with
 PipelineSpec schema 2.1 (current KFP drivers reject 2.0's constant parameters) and every
-container started as `python -m dtfx.components.kfp_entrypoint` (tensorflow/tfx#7768). The
+container started as `python -m dtfx.pipeline.kubeflow.steps.entrypoint` (tensorflow/tfx#7768). The
 compiled spec is then completed with what TFX leaves out of a bare PipelineSpec file: the
 default pipeline root, per-step resources and, as a second
 YAML document, the volumes. A `data_fingerprint` step goes before ingest, so that Kubeflow's
@@ -27,9 +27,8 @@ import tempfile
 
 import yaml
 
-from dtfx.components import data_fingerprint
-from dtfx.components.baseline_model import serving_fingerprint
-from dtfx.components.kfp_executor_input import OUTPUT_TYPES_FLAG, type_title
+from dtfx.components.baseline_model.serving_fingerprint import CANDIDATE_KEY
+from dtfx.components.example_gen.data_fingerprint import INPUT_BASE
 from dtfx.components.names import (
     ANOMALIES_OUTPUT,
     BASELINE_ID,
@@ -52,16 +51,19 @@ from dtfx.components.names import (
     TRANSFORM_STAGE,
     VALIDATION_STAGE,
 )
-from dtfx.components.run_parameters import TYPE_WORDS
 from dtfx.components.run_results import step as results_step
 from dtfx.components.run_results import ui_outputs
 from dtfx.components.trainer.distributed.cluster import Task, tasks
-from dtfx.components.trainer.kubernetes.manifest import OPERATORS, JobSettings, manifest
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.kubeflow import platform, retries, run_form
+from dtfx.pipeline.kubeflow.steps import data_fingerprint, entrypoint, serving_fingerprint
+from dtfx.pipeline.kubeflow.steps.executor_input import OUTPUT_TYPES_FLAG, type_title
+from dtfx.pipeline.kubeflow.steps.run_parameters import TYPE_WORDS
+from dtfx.pipeline.kubeflow.steps.training_job import launcher
+from dtfx.pipeline.kubeflow.steps.training_job.manifest import OPERATORS, JobSettings, manifest
 
-ENTRYPOINT = ["python", "-m", "dtfx.components.kfp_entrypoint"]
+ENTRYPOINT = ["python", "-m", entrypoint.__name__]
 # The executor kinds open-source Kubeflow Pipelines runs; `resolver` and `customJob` are Vertex AI only.
 OPEN_SOURCE_EXECUTORS = ("container", "importer")
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"  # TFX's entrypoint: the step's input definitions, as JSON
@@ -95,12 +97,10 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
         # TFX and TensorFlow are slow to import: only here, not when the CLI starts.
         from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
-        from dtfx.pipeline.builder import build_pipeline
-
         training_job = platform.training_job_settings(config)
-        pipeline = build_pipeline(config, training_job=training_job)
+        pipeline = build(config)
         _check_step_names(config, [node.id for node in pipeline.components])
-        form = run_form.form(config, lambda each: build_pipeline(each, training_job=platform.training_job_settings(each)))
+        form = run_form.form(config, build)
         runner_config = v2.KubeflowV2DagRunnerConfig(default_image=image, default_commands=ENTRYPOINT, use_pipeline_spec_2_1=True)
         job = v2.KubeflowV2DagRunner(config=runner_config).run(pipeline, write_out=False)
     spec = job["pipelineSpec"]
@@ -138,6 +138,15 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
                      f"{len(cluster_tasks)} pods: see {job_path}")
     parameters = {parameter.name: parameter for parameter in form.parameters}
     return CompiledPipeline(output, steps, parameters, image, pipeline_root, notes)
+
+
+def build(config: Config):
+    """The TFX pipeline of `config` as compiled for Kubeflow: with a training job, whose launcher is the Trainer's
+    run_fn, when the strategy trains in several processes (platform.training_job_settings)."""
+    from dtfx.pipeline.builder import RUN_FN, build_pipeline
+
+    settings = platform.training_job_settings(config)
+    return build_pipeline(config, training_job=settings, run_fn=f"{launcher.__name__}.run_fn" if settings else RUN_FN)
 
 
 def training_job_path(output: str) -> str:
@@ -256,9 +265,9 @@ class FingerprintStep:
 
 
 DATA_FINGERPRINT = FingerprintStep(DATA_FINGERPRINT_ID, data_fingerprint.__name__, INGEST_STAGE,
-                                   data_fingerprint.INPUT_BASE, DATA_FINGERPRINT_PARAMETER)
+                                   INPUT_BASE, DATA_FINGERPRINT_PARAMETER)
 SERVING_FINGERPRINT = FingerprintStep(SERVING_FINGERPRINT_ID, serving_fingerprint.__name__, BASELINE_ID,
-                                      SERVING_DIR_KEY, SERVING_FINGERPRINT_PARAMETER, (serving_fingerprint.CANDIDATE_KEY,))
+                                      SERVING_DIR_KEY, SERVING_FINGERPRINT_PARAMETER, (CANDIDATE_KEY,))
 
 
 def _add_fingerprint_step(spec: dict, fingerprint: FingerprintStep) -> None:
@@ -331,10 +340,10 @@ def _fingerprint_follows_run_parameters(spec: dict, form: run_form.RunForm) -> N
     tasks = spec["root"]["dag"]["tasks"]
     if DATA_FINGERPRINT_ID not in tasks:
         return
-    data_path = run_form.Target(INGEST_STAGE, data_fingerprint.INPUT_BASE, ())
+    data_path = run_form.Target(INGEST_STAGE, INPUT_BASE, ())
     for parameter in form.parameters:
         if data_path in parameter.targets:
-            tasks[DATA_FINGERPRINT_ID]["inputs"]["parameters"][data_fingerprint.INPUT_BASE] = {
+            tasks[DATA_FINGERPRINT_ID]["inputs"]["parameters"][INPUT_BASE] = {
                 "componentInputParameter": parameter.name}
 
 
@@ -404,7 +413,7 @@ def _share_platform(spec: dict, platform_spec: dict | None, fingerprint: Fingerp
 
 
 def _add_output_types(spec: dict) -> None:
-    """Puts each step's declared output types on its command line (dtfx.components.kfp_executor_input).
+    """Puts each step's declared output types on its command line (dtfx.pipeline.kubeflow.steps.executor_input).
 
     Kubeflow's drivers hand a step its output artifacts typed in different forms, and some add
     outputs of their own (`executor-logs`); the step's entrypoint keeps and types what is declared here.

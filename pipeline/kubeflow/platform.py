@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 from dtfx.components import buckets
 from dtfx.components.names import TRAIN_STAGE
 from dtfx.components.trainer.distributed import cluster
-from dtfx.components.trainer.kubernetes.manifest import JobSettings
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.kubeflow.config import KFP_BACKENDS, MEMORY_QUANTITY, KubeflowSection, StepResources
+from dtfx.pipeline.kubeflow.steps.training_job.manifest import JobSettings
 
 # Bytes per unit of a Kubernetes quantity; ResourceSpec memory is in GB (10^9 bytes).
 _UNIT_BYTES = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}

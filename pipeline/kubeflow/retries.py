@@ -19,9 +19,9 @@ retried, a pod deleted with its node is an error and is not. Importer tasks get 
 from __future__ import annotations
 
 from dtfx.pipeline.errors import UserError
+from dtfx.pipeline.kubeflow.config import RETRY_DEFAULT, KubeflowSection, StepRetry
 from dtfx.pipeline.kubeflow.platform import backend_reads
 from dtfx.pipeline.kubeflow.schedule import duration_seconds
-from dtfx.pipeline.kubeflow.config import RETRY_DEFAULT, KubeflowSection, StepRetry
 
 RETRIES_SINCE = "2.5"  # the first backend release whose compiler turns retryPolicy into an Argo retryStrategy
 

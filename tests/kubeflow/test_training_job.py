@@ -18,11 +18,11 @@ import yaml
 from dtfx.components.errors import TrainingError
 from dtfx.components.trainer.distributed import cluster
 from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.kubernetes import manifest
-from dtfx.components.trainer.kubernetes import training as kubernetes_training
-from dtfx.components.trainer.kubernetes.api import AlreadyExists, KubernetesApi
 from dtfx.components.trainer.options import TrainerOptions
 from dtfx.pipeline.kubeflow.rehearsal.object_store import local_s3_server
+from dtfx.pipeline.kubeflow.steps.training_job import launcher as kubernetes_training
+from dtfx.pipeline.kubeflow.steps.training_job import manifest
+from dtfx.pipeline.kubeflow.steps.training_job.api import AlreadyExists, KubernetesApi
 from tests.conftest import ROOT, assert_matches_golden
 from tests.kubeflow.fake_kubernetes import FakeKubernetes
 from tests.kubeflow.test_compile import PLACEMENT, cli, cluster_config, normalised, write
@@ -104,10 +104,10 @@ def test_a_trainjob_node_builds_the_tf_config_the_local_cluster_gives(tmp_path, 
     addresses = [f"dtfx-train-abc-node-0-{index}.dtfx-train-abc:2222" for index in range(6)]
     expected = cluster.tf_configs(tasks, addresses)
     for index in range(6):
-        assert manifest.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": str(index)}) == expected[index]
+        assert cluster.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": str(index)}) == expected[index]
     assert expected[5]["task"] == {"type": "evaluator", "index": 0} and "evaluator" not in expected[5]["cluster"]
-    assert manifest.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": "0", "TF_CONFIG": "{}"}) is None
-    assert manifest.tf_config_from_environment({"JOB_COMPLETION_INDEX": "0"}) is None
+    assert cluster.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": "0", "TF_CONFIG": "{}"}) is None
+    assert cluster.tf_config_from_environment({"JOB_COMPLETION_INDEX": "0"}) is None
 
 
 @pytest.mark.parametrize(("keys", "where", "message"), [

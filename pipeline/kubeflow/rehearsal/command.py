@@ -57,8 +57,8 @@ BUCKET_OUTPUTS = "outputs"  # in a rehearsal's workdir: copies of the pipeline's
 def rehearse_command(args) -> int:
     """`dtfx rehearse`: compiles, then runs the compiled file here as a cluster would, artifacts in a local S3 server."""
     from dtfx.pipeline import layout, run_lock
-    from dtfx.pipeline.kubeflow.image import environment_problems, image_environment
     from dtfx.pipeline.kubeflow.config import KFP_BACKENDS
+    from dtfx.pipeline.kubeflow.image import environment_problems, image_environment
     from dtfx.pipeline.loader import load_config
 
     _check_rehearsal_modules(own_server=not args.s3_endpoint)

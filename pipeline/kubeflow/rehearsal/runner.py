@@ -36,14 +36,15 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
+from dtfx.components.buckets import LAUNCHER_MOUNTS, local_path_for_uri
 from dtfx.components.errors import USER_ERROR_EXIT, user_error_in_log
-from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS, local_path_for_uri, type_title
 from dtfx.pipeline.kubeflow.image import ImageEnvironment, image_environment
 from dtfx.pipeline.kubeflow.rehearsal import cache, driver
 from dtfx.pipeline.kubeflow.rehearsal.environment import process_environment
 from dtfx.pipeline.kubeflow.rehearsal.object_store import LauncherError, ObjectStore, is_store_uri
 from dtfx.pipeline.kubeflow.rehearsal.report import REPORT_FILE, RehearsalResult, TaskRun, check_run_page, write_report
 from dtfx.pipeline.kubeflow.rehearsal.spec import check_rehearsable, load_spec, platform_executors, topological_order
+from dtfx.pipeline.kubeflow.steps.executor_input import type_title
 from dtfx.pipeline.tensorflow_logs import without_noise
 
 PYTHON_COMMANDS = {"python", "python3"}
