@@ -37,6 +37,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from dtfx.components.registry.models import model_type_of
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.kubeflow.config import DEFAULT_RUN_PARAMETERS, FOREST_RUN_PARAMETERS
+from dtfx.pipeline.kubeflow.spec import EXECUTOR_INPUT, PipelineSpec
 from dtfx.pipeline.kubeflow.steps import check as check_step
 from dtfx.pipeline.kubeflow.steps import run_parameters as step_side
 from dtfx.pipeline.kubeflow.steps.run_parameters import RUN_PARAMETERS_FLAG, TYPE_WORDS, parameter_type
@@ -274,15 +275,14 @@ def _check_names(parameters: list[RunParameter]) -> None:
 # --- the compiled spec --------------------------------------------------------------------------------------------
 
 
-def add_to_spec(spec: dict, run_form: RunForm, config_text: str) -> None:
-    """Adds the run parameters to the PipelineSpec `spec` (as JSON): typed root inputs with defaults and descriptions,
-    each consuming task's input and targets, and the check step, which every other step waits for."""
+def add_to_spec(spec: PipelineSpec, run_form: RunForm, config_text: str) -> None:
+    """Adds the run parameters to `spec`: typed root inputs with defaults and descriptions, each consuming task's
+    input and targets, and the check step, which every other step waits for."""
     if not run_form.parameters:
         return
-    root_inputs = spec["root"].setdefault("inputDefinitions", {}).setdefault("parameters", {})
     for parameter in run_form.parameters:
-        root_inputs[parameter.name] = {"parameterType": parameter.type, "defaultValue": parameter.default,
-                                       "isOptional": True, "description": parameter.description}
+        spec.add_root_input(parameter.name, {"parameterType": parameter.type, "defaultValue": parameter.default,
+                                             "isOptional": True, "description": parameter.description})
     for task_name, parameters in _by_task(run_form).items():
         _wire_task(spec, task_name, parameters)
     _add_check_step(spec, run_form, config_text)
@@ -296,11 +296,11 @@ def _by_task(run_form: RunForm) -> dict[str, list[RunParameter]]:
     return tasks
 
 
-def _wire_task(spec: dict, task_name: str, parameters: list[RunParameter]) -> None:
+def _wire_task(spec: PipelineSpec, task_name: str, parameters: list[RunParameter]) -> None:
     """Task `task_name` takes `parameters` from the pipeline's inputs, and its container where each value goes."""
-    task = spec["root"]["dag"]["tasks"][task_name]
-    component = spec["components"][task["componentRef"]["name"]]
-    container = spec["deploymentSpec"]["executors"][component["executorLabel"]]["container"]
+    task = spec.tasks[task_name]
+    component = spec.component_of(task_name)
+    container = spec.container_of(task_name)
     entries = {}
     for parameter in parameters:
         task.setdefault("inputs", {}).setdefault("parameters", {})[parameter.name] = {
@@ -309,29 +309,23 @@ def _wire_task(spec: dict, task_name: str, parameters: list[RunParameter]) -> No
             "parameterType": parameter.type}
         entries[parameter.name] = {"type": parameter.type, "targets": [
             [target.prop, list(target.path)] for target in parameter.targets if target.task == task_name]}
-    args = container.get("args", [])
-    after = args.index("{{$}}") + 1 if "{{$}}" in args else len(args)  # beside TFX's flags, before Beam's options
-    container["args"] = [*args[:after], RUN_PARAMETERS_FLAG, json.dumps(entries, sort_keys=True), *args[after:]]
+    spec.insert_arguments(container, RUN_PARAMETERS_FLAG, json.dumps(entries, sort_keys=True))
 
 
-def _add_check_step(spec: dict, run_form: RunForm, config_text: str) -> None:
+def _add_check_step(spec: PipelineSpec, run_form: RunForm, config_text: str) -> None:
     """The `check_parameters` step: never cached (a run's values are checked in that run), before every other."""
-    tasks = spec["root"]["dag"]["tasks"]
-    image = next(executor["container"]["image"] for executor in spec["deploymentSpec"]["executors"].values()
-                 if "container" in executor)
-    label = f"{CHECK_STEP}_executor"
+    image = next(container["image"] for container in spec.containers())
     typed = {parameter.name: {"parameterType": parameter.type} for parameter in run_form.parameters}
-    spec["components"][CHECK_STEP] = {"executorLabel": label, "inputDefinitions": {"parameters": copy.deepcopy(typed)}}
     keys = {parameter.name: {"key": parameter.key, "type": parameter.type, **({"zero_is_null": True} if
             parameter.zero_is_null else {})} for parameter in run_form.parameters}
-    spec["deploymentSpec"]["executors"][label] = {"container": {
-        "image": image, "command": ["python", "-m", check_step.__name__],
-        "args": ["--executor_input", "{{$}}", "--keys", json.dumps(keys, sort_keys=True), "--config", config_text]}}
-    for task in tasks.values():
+    for task in spec.tasks.values():
         if not task.get("dependentTasks") and not task.get("inputs", {}).get("artifacts"):
             task["dependentTasks"] = [CHECK_STEP]
-    tasks[CHECK_STEP] = {"componentRef": {"name": CHECK_STEP}, "taskInfo": {"name": CHECK_STEP},
-                         "inputs": {"parameters": {name: {"componentInputParameter": name} for name in typed}}}
+    spec.add_container_step(
+        CHECK_STEP, image, check_step.__name__,
+        ["--executor_input", EXECUTOR_INPUT, "--keys", json.dumps(keys, sort_keys=True), "--config", config_text],
+        {"parameters": copy.deepcopy(typed)},
+        inputs={"parameters": {name: {"componentInputParameter": name} for name in typed}})
 
 
 def config_text(config) -> str:
@@ -346,7 +340,7 @@ def config_text(config) -> str:
 
 def declared(spec: dict) -> dict[str, str]:
     """The root parameters of a compiled PipelineSpec (as JSON) and their types."""
-    inputs = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
+    inputs = PipelineSpec(spec).root_inputs()
     return {name: definition.get("parameterType", "STRING") for name, definition in inputs.items()}
 
 
