@@ -123,6 +123,52 @@ def test_no_module_of_the_package_imports_itself_in_a_circle():
     assert import_cycles(graph) == []
 
 
+# What the code that runs in a Kubeflow step's pod may import of dtfx.pipeline besides its own package: the config
+# layer (the check step loads the config with the run's values), with the cluster's rules of it (kubeflow.checks).
+STEPS = "dtfx.pipeline.kubeflow.steps"
+CONFIG_LAYER = ("dtfx.pipeline.config", "dtfx.pipeline.config_base", "dtfx.pipeline.loader", "dtfx.pipeline.errors",
+                "dtfx.pipeline.kubeflow.config", "dtfx.pipeline.kubeflow.checks")
+# Never in a step's imports, not even through the config layer: the client side.
+CLIENT_SIDE = ("dtfx.pipeline.builder", "dtfx.pipeline.local_runner", "dtfx.pipeline.cli", "dtfx.pipeline.kubeflow.compiler",
+               "dtfx.pipeline.kubeflow.submit", "dtfx.pipeline.kubeflow.commands", "dtfx.pipeline.kubeflow.rehearsal",
+               "dtfx.pipeline.kubeflow.pipelines_api", "dtfx.pipeline.kubeflow.run_form", "dtfx.pipeline.kubeflow.spec")
+
+
+def under(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == package or name.startswith(package + ".") for package in packages)
+
+
+def reachable(graph: dict[str, set[str]], start: tuple[str, ...]) -> set[str]:
+    """The modules `start` imports, directly or through others, and `start` itself."""
+    seen, todo = set(), list(start)
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += sorted(graph.get(module, ()))
+    return seen
+
+
+def test_the_steps_side_imports_only_components_its_own_package_and_the_config_layer():
+    modules = package_modules()
+    graph = {name: imported_modules(path, modules) - {name} for name, path in modules.items()}
+    config_layer = reachable(graph, CONFIG_LAYER)
+    offenders = [f"{modules[module].relative_to(ROOT)}: {name}"
+                 for module in sorted(graph) if under(module, (STEPS,))
+                 for name in sorted(graph[module])
+                 if not under(name, ("dtfx.components", STEPS)) and name not in config_layer]
+    assert offenders == []
+    leaks = sorted(f"{module} (through the config layer)" for module in config_layer if under(module, CLIENT_SIDE))
+    assert leaks == []
+
+
+def test_no_module_of_the_package_outside_dtfx_pipeline_kubeflow_imports_kfp():
+    offenders = [f"{path.relative_to(ROOT)}: {name}"
+                 for module, path in sorted(package_modules().items()) if not under(module, ("dtfx.pipeline.kubeflow",))
+                 for name in imports_of(path) if under(name, ("kfp",))]
+    assert offenders == []
+
+
 def test_import_cycles_finds_a_circle_and_nothing_else():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert import_cycles(graph) == [["a", "b", "c"]]

@@ -131,6 +131,7 @@ def _checked_config(args, uploads: list[tuple[str, str]]):
     """The config to rehearse, with its pipeline root, checked as the rehearsal needs it before anything runs; and
     whether its data is in a bucket (read from the rehearsal's store once it is there). UserError where it cannot be."""
     from dtfx.pipeline.kubeflow.checks import REHEARSAL, cluster_problems
+    from dtfx.pipeline.kubeflow.rehearsal.environment import module_directory
     from dtfx.pipeline.loader import load_config
 
     # Here the "cluster" is this machine: the data must exist here, and relative paths are taken from
@@ -141,7 +142,7 @@ def _checked_config(args, uploads: list[tuple[str, str]]):
     if not data_in_bucket:
         config = load_config(args.config, args.overrides, check_serving=False)
     config = _with_root(config)
-    problems = cluster_problems(config, args.config, REHEARSAL)
+    problems = cluster_problems(config, args.config, REHEARSAL, module_directory())
     if problems:
         raise ConfigError(args.config, problems)
     return config, data_in_bucket
