@@ -251,6 +251,20 @@ def test_options_carry_the_job_settings_only_when_compiled_for_kubeflow(tmp_path
     assert kubernetes_training.job_name(job).startswith("dtfx-train-") and len(kubernetes_training.job_name(job)) == 23
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_train_step_of_a_training_job_runs_the_launchers_run_fn(tmp_path, capsys, case):
+    """dtfx.components never imports the Kubeflow package: compiled with a job, the Trainer's run_fn is named by path
+    (as TFX names it), the launcher's, which comes back to the Trainer's own run_fn for what is not the job's."""
+    _, pipeline, _, _ = compile_case(tmp_path, capsys, case)
+    run_fn = pipeline["root"]["dag"]["tasks"]["train"]["inputs"]["parameters"]["run_fn"]["runtimeValue"]["constant"]
+    assert run_fn == f"{kubernetes_training.__name__}.run_fn"
+    config = write(tmp_path / "one.yaml", cluster_config())
+    assert cli(capsys, "compile", str(config), "-o", str(tmp_path / "one.yaml.out.yaml"))[0] == 0
+    one, _ = yaml.safe_load_all((tmp_path / "one.yaml.out.yaml").read_text())
+    assert one["root"]["dag"]["tasks"]["train"]["inputs"]["parameters"]["run_fn"]["runtimeValue"]["constant"] == (
+        "dtfx.components.trainer.run_fn.run_fn")
+
+
 def test_a_rehearsal_runs_the_training_processes_on_this_machine(tmp_path, monkeypatch):
     """`dtfx rehearse` has no Kubernetes: its steps get DTFX_TRAINING_PROCESSES=local, and train as `dtfx run` does."""
     from dtfx.pipeline.kubeflow.image import image_environment
