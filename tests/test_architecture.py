@@ -169,6 +169,27 @@ def test_no_module_of_the_package_outside_dtfx_pipeline_kubeflow_imports_kfp():
     assert offenders == []
 
 
+def test_every_import_of_the_package_names_a_module_of_this_tree():
+    """An import of a module moved away fails here by name, even where an install of another checkout (an editable
+    one finds `dtfx.*` names its own tree has) would still give the old module."""
+    modules = package_modules()
+    offenders = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                package = modules.get(node.module)
+                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names
+                                         if package is not None and package.name == "__init__.py"
+                                         and alias.name not in package.read_text()]
+            else:
+                continue
+            offenders += [f"{path.relative_to(ROOT)}: {name}" for name in names
+                          if under(name, ("dtfx.pipeline", "dtfx.components")) and name not in modules]
+    assert offenders == []
+
+
 def test_import_cycles_finds_a_circle_and_nothing_else():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert import_cycles(graph) == [["a", "b", "c"]]
