@@ -49,8 +49,8 @@ RUN mkdir -p /opt/dtfx/data \
 # environment and checks that it names every module a compiled pipeline starts (tests/test_image.py); boto3 and
 # google-cloud-storage, which dtfx.components.buckets imports only when a step first reads a bucket, and ydf, which a
 # forest's Trainer (trainer.model gradient_boosted_trees) imports only when it trains, too.
-RUN python -c "import dtfx.components.kfp_entrypoint, dtfx.components.data_fingerprint, dtfx.components.baseline_model.serving_fingerprint, dtfx.components.run_results.step, dtfx.components.example_gen.executor, dtfx.components.statistics.executor, dtfx.components.reference_schema.executor, dtfx.components.anomaly_gate.executor, dtfx.components.transform.executor, dtfx.components.transform.preprocessing, dtfx.components.trainer.run_fn, dtfx.components.trainer.worker, dtfx.components.baseline_model.executor, dtfx.components.evaluator.executor, dtfx.components.pusher.executor, dtfx.components.buckets, boto3, google.cloud.storage, ydf, dtfx.pipeline.config"
+RUN python -c "import dtfx.pipeline.kubeflow.steps.entrypoint, dtfx.pipeline.kubeflow.steps.data_fingerprint, dtfx.pipeline.kubeflow.steps.serving_fingerprint, dtfx.pipeline.kubeflow.steps.check, dtfx.components.run_results.step, dtfx.components.example_gen.executor, dtfx.components.statistics.executor, dtfx.components.reference_schema.executor, dtfx.components.anomaly_gate.executor, dtfx.components.transform.executor, dtfx.components.transform.preprocessing, dtfx.components.trainer.run_fn, dtfx.components.trainer.worker, dtfx.components.baseline_model.executor, dtfx.components.evaluator.executor, dtfx.components.pusher.executor, dtfx.components.buckets, boto3, google.cloud.storage, ydf, dtfx.pipeline.config"
 
 WORKDIR /opt/dtfx
-# Kubeflow starts every step with the command of the compiled spec (python -m dtfx.components.kfp_entrypoint ...);
+# Kubeflow starts every step with the command of the compiled spec (python -m dtfx.pipeline.kubeflow.steps.entrypoint ...);
 # the base's ENTRYPOINT (Beam's worker boot) is left as it is.

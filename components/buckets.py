@@ -23,9 +23,13 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from dtfx.components.errors import StepError
-from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS
 
 # The schemes dtfx reads and writes itself: those Kubeflow's launcher moves artifacts of.
+# The schemes of the store, and the local path prefix Kubeflow's launcher gives each: the store a step reads is the
+# one the launcher mounts (kubeflow/pipelines backend/src/v2/component, LocalPathForURI).
+LAUNCHER_MOUNTS = {"gs://": "gcs", "s3://": "s3", "minio://": "minio"}
+# Where the launcher's local paths start: `/` in a pod. A rehearsal gives each step a directory of its own.
+LOCAL_ROOT_ENV = "DTFX_LAUNCHER_LOCAL_ROOT"
 SCHEMES = tuple(LAUNCHER_MOUNTS)
 ENDPOINT_ENV = "AWS_ENDPOINT_URL"  # boto3 >= 1.28 reads it (botocore configprovider, endpoint_url)
 REGION_ENV = "AWS_REGION"
@@ -60,6 +64,14 @@ class ObjectInfo(NamedTuple):
     # under KMS encryption; the same bytes written again the same way keep it. GCS's MD5 hash, or for a composite object
     # (which has none) its CRC32C with its generation, which every write changes.
     content: str
+
+
+def local_path_for_uri(uri: str, root: str = "/") -> str:
+    """The local path Kubeflow's launcher gives an artifact URI; a URI of another scheme (a local path) is kept."""
+    for scheme, mount in LAUNCHER_MOUNTS.items():
+        if uri.startswith(scheme):
+            return os.path.join(root, mount, uri[len(scheme):])
+    return uri
 
 
 def is_store_uri(uri: str) -> bool:

@@ -6,8 +6,8 @@ made the collector a large share of a small run, most of it in the full collecti
 (docs/guides/performance.md). Memory does not grow: garbage in reference cycles is still collected, a little later
 (benchmarks/scaling.py measures the peak).
 
-A local run (pipeline/local_runner.py) does both; a Kubeflow step (kfp_entrypoint.py) only collects less often, since
-TFX's entrypoint imports the libraries and runs the executor in one call.
+A local run (pipeline/local_runner.py) does both; a Kubeflow step (dtfx.pipeline.kubeflow.steps.entrypoint) only
+collects less often, since TFX's entrypoint imports the libraries and runs the executor in one call.
 """
 
 from __future__ import annotations

@@ -27,12 +27,12 @@ BASELINE_ID = "baseline"
 REFERENCE_ID = "reference_schema"
 STAGE_OF_NODE = {GATE_ID: VALIDATION_STAGE, BASELINE_ID: EVALUATE_STAGE, REFERENCE_ID: SCHEMA_STAGE}
 
-# On Kubeflow only: the step before ingest that fingerprints the data files (dtfx.components.data_fingerprint), and
+# On Kubeflow only: the step before ingest that fingerprints the data files (dtfx.pipeline.kubeflow.steps.data_fingerprint), and
 # the parameter that carries the fingerprint from it to ingest, so that ingest's cache key follows the data.
 DATA_FINGERPRINT_ID = "data_fingerprint"
 DATA_FINGERPRINT_PARAMETER = "data_fingerprint"
 # The same for the baseline: the step before it that fingerprints what the serving directory holds
-# (dtfx.components.baseline_model.serving_fingerprint), and the parameter that carries it, so that the baseline's cache
+# (dtfx.pipeline.kubeflow.steps.serving_fingerprint), and the parameter that carries it, so that the baseline's cache
 # key follows the serving directory. A local run's baseline driver sets the same exec property.
 SERVING_FINGERPRINT_ID = "serving_fingerprint"
 SERVING_FINGERPRINT_PARAMETER = "serving_fingerprint"

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from dtfx.pipeline.config_base import PositiveInt32, Section, number_or_word
-from dtfx.pipeline.kubeflow_config import image_problem
+from dtfx.pipeline.kubeflow.config import image_problem
 
 RUNNERS = ("direct", "portable", "flink", "spark", "dataflow")
 # The counts below reach the runners as Java ints of Beam's options (PortablePipelineOptions.getSdkWorkerParallelism,

@@ -55,7 +55,7 @@ from dtfx.components.reference_schema.component import ReferenceSchema
 from dtfx.components.registry.metrics import METRICS
 from dtfx.components.registry.models import model_type_of
 from dtfx.components.statistics.component import InProcessStatisticsGen
-from dtfx.components.trainer.kubernetes.manifest import JobSettings
+from dtfx.components.step_options import StepOptions
 from dtfx.components.trainer.options import DebugOptions, EarlyStoppingOptions, InputOptions, TrainerOptions
 from dtfx.components.transform.component import ShardedTransform
 from dtfx.components.transform.options import TransformOptions
@@ -69,8 +69,8 @@ SEMANTIC_SAMPLE_RATE = 0.1  # of the rows whose images and texts TFDV's semantic
 
 
 def build_pipeline(
-    config: Config, until: str | None = None, metadata_connection_config=None, training_job: JobSettings | None = None,
-    predict_data_version: str = "",
+    config: Config, until: str | None = None, metadata_connection_config=None, training_job: StepOptions | None = None,
+    predict_data_version: str = "", run_fn: str = RUN_FN,
 ) -> Pipeline:
     """The TFX pipeline for `config`, stopping after stage `until` (all stages when None).
 
@@ -78,7 +78,8 @@ def build_pipeline(
     stage's cache sees new data.
 
     With `training_job` (compiled for Kubeflow, a strategy of several processes), the train step runs the
-    training in the pods of a Kubernetes job made with those settings.
+    training in the pods of a Kubernetes job made with those settings: its `run_fn`, named by path as TFX names
+    it, is then the job's launcher, which the compiler gives, so that the builder knows nothing of Kubeflow.
     """
     last = STAGES.index(until) if until else len(STAGES) - 1
     wanted = set(STAGES[: last + 1])
@@ -133,7 +134,7 @@ def build_pipeline(
     trainer = add(
         TRAIN_STAGE,
         Trainer(
-            run_fn=RUN_FN,
+            run_fn=run_fn,
             examples=transform.outputs["transformed_examples"],
             transform_graph=transform.outputs["transform_graph"],
             schema=schema,
@@ -227,7 +228,7 @@ def transform_options(config: Config) -> TransformOptions:
     )
 
 
-def trainer_options(config: Config, training_job: JobSettings | None = None) -> TrainerOptions:
+def trainer_options(config: Config, training_job: StepOptions | None = None) -> TrainerOptions:
     """The Trainer step's options: the `trainer` section, with the label, the task and the weight column (and a training
     job's settings)."""
     trainer = config.trainer

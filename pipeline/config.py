@@ -38,7 +38,7 @@ from dtfx.pipeline.config_base import (
     number_or_word,
     plain_pattern,
 )
-from dtfx.pipeline.kubeflow_config import KubeflowSection
+from dtfx.pipeline.kubeflow.config import KubeflowSection
 
 USER_MODEL = MODEL_TYPES.get("user")
 plain_pattern(next(item.pattern for item in USER_MODEL.options.model_fields["module"].metadata if hasattr(item, "pattern")),

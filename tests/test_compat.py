@@ -84,7 +84,7 @@ def test_tfx_entrypoint_still_fails_on_an_untyped_input_artifact(tmp_path):
     from kfp.pipeline_spec import pipeline_spec_pb2
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils
 
-    from dtfx.components.kfp_executor_input import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, prepare
+    from dtfx.pipeline.kubeflow.steps.executor_input import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, prepare
 
     def input_artifacts(artifacts: dict):
         executor_input = json_format.ParseDict({"inputs": {"artifacts": artifacts}}, pipeline_spec_pb2.ExecutorInput())
@@ -93,7 +93,7 @@ def test_tfx_entrypoint_still_fails_on_an_untyped_input_artifact(tmp_path):
     untyped = {"artifacts": [{"name": "7", "uri": "minio://b/schema/1"}]}
     with pytest.raises(Exception):  # noqa: B017  (the type of the failure is TFX's business; that it fails is the point)
         kubeflow_v2_entrypoint_utils.parse_raw_artifact_dict(input_artifacts({"schema": untyped}))
-    # dtfx's entrypoint types it as the component declared (dtfx.components.kfp_executor_input), and TFX then reads it.
+    # dtfx's entrypoint types it as the component declared (dtfx.pipeline.kubeflow.steps.executor_input), and TFX then reads it.
     declared = {"artifacts": {"schema": {"artifactType": {"instanceSchema": "title: tfx.Schema\ntype: object\n"}}}}
     executor_input = {"inputs": {"artifacts": {"schema": untyped}}}
     argv = [EXECUTOR_INPUT_FLAG, json.dumps(executor_input), INPUTS_SPEC_FLAG, json.dumps(declared)]

@@ -10,8 +10,8 @@ import json
 import pytest
 import yaml
 
-from dtfx.components import data_fingerprint
-from dtfx.components.example_gen import sources
+from dtfx.components.example_gen import data_fingerprint, sources
+from dtfx.pipeline.kubeflow.steps import data_fingerprint as data_fingerprint_step
 from tests.conftest import default_config, run_dtfx, set_key
 
 PENGUINS_CSV = (importlib.resources.files("palmerpenguins") / "data" / "penguins.csv").read_bytes()
@@ -71,7 +71,7 @@ def test_the_fingerprint_step_exits_2_naming_a_missing_bucket_or_no_match(data_b
                                (f"{data_bucket}/data/*.parquet", "data/*.parquet: no data file matches")]:
         executor_input = {"inputs": {"parameterValues": {"input_base": data_path}},
                           "outputs": {"outputFile": str(tmp_path / "out.json")}}
-        assert data_fingerprint.main(["--executor_input", json.dumps(executor_input)]) == 2
+        assert data_fingerprint_step.main(["--executor_input", json.dumps(executor_input)]) == 2
         assert message in capsys.readouterr().err
 
 

@@ -13,17 +13,15 @@ TFX's cache lookup; on Kubeflow by the `serving_fingerprint` step, never cached,
 baseline step's inputs (and so Kubeflow's cache key, which holds every input parameter value: kubeflow/pipelines
 2.17.0 backend/src/v2/cacheutils/cache.go, GenerateCacheKey).
 
-Run as `python -m dtfx.components.baseline_model.serving_fingerprint --executor_input '{{$}}'` on Kubeflow.
+On Kubeflow the step is dtfx.pipeline.kubeflow.steps.serving_fingerprint.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 
 from dtfx.components import buckets
-from dtfx.components.names import SERVING_DIR_KEY, SERVING_FINGERPRINT_PARAMETER
 from dtfx.components.pusher import bucket_versions
 from dtfx.components.pusher.versions import PUSH_RECORD, SAVED_MODEL_FILE, model_digest, version_number
 
@@ -92,17 +90,3 @@ def recorded_digest(version_dir: str) -> str | None:
         return None
     return record.get("model_digest") if isinstance(record, dict) else None
 
-
-def main(argv: list[str] | None = None) -> int:
-    """The Kubeflow step: the serving directory and the candidate from the executor input; the fingerprint out."""
-    from dtfx.components.kfp_executor_input import run_value_step
-
-    return run_value_step(
-        argv, "dtfx.components.baseline_model.serving_fingerprint", SERVING_FINGERPRINT_PARAMETER,
-        lambda inputs: serving_fingerprint(inputs.parameters[SERVING_DIR_KEY],
-                                           candidate_digest(inputs.artifact_paths[CANDIDATE_KEY])),
-        SERVING_DIR_KEY)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

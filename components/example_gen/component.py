@@ -11,8 +11,8 @@ from tfx.dsl.components.base import executor_spec
 from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs
 
-from dtfx.components import buckets, data_fingerprint
-from dtfx.components.example_gen import executor
+from dtfx.components import buckets
+from dtfx.components.example_gen import data_fingerprint, executor
 from dtfx.components.example_gen.options import IngestOptions
 
 INPUT_SPLIT = "single_split"

@@ -17,7 +17,7 @@ import math
 import os
 import sys
 
-from dtfx.components.kfp_executor_input import LOCAL_ROOT_ENV, local_path_for_uri
+from dtfx.components.buckets import LOCAL_ROOT_ENV, local_path_for_uri
 from dtfx.components.names import (
     ANOMALIES_OUTPUT,
     BLESSING_OUTPUT,

@@ -10,6 +10,9 @@ from typing import Any, Self
 
 from dtfx.components import buckets
 
+# Without a training volume: the emptyDir each pod of a training job downloads its job's files into (worker.py).
+POD_JOB_DIR = "/tmp/dtfx-job"
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainingJob:

@@ -5,7 +5,8 @@ replica; `mirrored`, a replica per device, each step's gradients all-reduced acr
 all-reduce the same way (`multi_worker_mirrored`), or asynchronously (`parameter_server`: the cluster's chief
 coordinates, sending steps to workers that each apply their own batch's gradients to the variables the parameter
 servers hold, without waiting for one another). When the strategy needs processes of its own, `run_fn` starts them
-on this machine or as a Kubernetes training job (dtfx.components.trainer.worker is their entry point), and the
+on this machine (compiled for Kubeflow, the launcher of a Kubernetes training job starts them in its pods;
+dtfx.components.trainer.worker is their entry point), and the
 processes that train (every one of `multi_worker_mirrored`, the chief of `parameter_server`) run `train`.
 
 Everything it needs comes from `fn_args.custom_config`: TrainerOptions, which the builder makes
@@ -39,7 +40,6 @@ from dtfx.components.trainer.debugging.replica_stats import ReplicaRecorder, Rep
 from dtfx.components.trainer.distributed import cluster, local_cluster, sidecar
 from dtfx.components.trainer.forest import train as forest
 from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.kubernetes import training as kubernetes_training
 from dtfx.components.trainer.options import TrainerOptions
 from dtfx.components.trainer.stats import TrainStats, input_sharding_of
 from dtfx.components.trainer.training import dataset, devices, length, resident, serving
@@ -52,18 +52,14 @@ def run_fn(fn_args) -> None:
 
     With `multi_worker_mirrored` and `workers` > 1, or `parameter_server`, outside a cluster (no
     TF_CONFIG), the step starts the cluster's processes on this machine and waits for them
-    (dtfx.components.trainer.distributed.local_cluster), or, compiled for Kubeflow, creates a training job whose
-    pods run them (dtfx.components.trainer.kubernetes.training); rehearsed, it runs them here, the files of a job
-    without a training volume going through the store as in the pods.
+    (dtfx.components.trainer.distributed.local_cluster). Compiled for Kubeflow with a training job, the Trainer's
+    run_fn is the job's launcher instead (dtfx.pipeline.kubeflow.steps.training_job.launcher.run_fn), which comes
+    back here for what is not the job's.
     """
     job = TrainingJob.from_fn_args(fn_args)
     options = TrainerOptions.from_dict(job.custom_config)
     if MODEL_TYPES.get(options.model_type).trains_as == "forest":
         forest.train(job, options)
-    elif cluster.needs_processes(options.distribution) and kubernetes_training.through_kubernetes_job(options):
-        kubernetes_training.train(job, options)
-    elif cluster.needs_processes(options.distribution) and kubernetes_training.rehearsed_through_store(options):
-        kubernetes_training.train_here_through_store(job, options)
     elif cluster.needs_processes(options.distribution):
         local_cluster.train(job, options.distribution, sidecar=options.sidecar_evaluation)
     else:

@@ -2,7 +2,7 @@
 
 The Trainer step starts it once per process on this machine (dtfx.components.trainer.distributed.local_cluster),
 with TF_CONFIG saying which process it is; on Kubernetes it is the command of every pod of the
-training job (dtfx.components.trainer.kubernetes.manifest), where the operator gives TF_CONFIG (TFJob) or
+training job (dtfx.pipeline.kubeflow.steps.training_job.manifest), where the operator gives TF_CONFIG (TFJob) or
 the entrypoint builds it from the node's environment (TrainJob); either way the entrypoint takes the
 evaluator out of the cluster before TensorFlow reads it (cluster.without_evaluator). A process that
 trains makes the strategy first: a multi-worker strategy must exist before anything starts
@@ -11,7 +11,7 @@ chief sends them the steps to run and the variables to hold; the evaluator of
 `evaluation.sidecar` evaluates the chief's checkpoints (dtfx.components.trainer.distributed.sidecar).
 
 Without a training volume JOB_JSON is a URI in the store: a process that trains downloads its inputs into the pod's
-emptyDir (manifest.POD_JOB_DIR), trains from local files, and the chief uploads the model and run files to the URIs
+emptyDir (job.POD_JOB_DIR), trains from local files, and the chief uploads the model and run files to the URIs
 the job names (docs/design/buckets.md, "Training jobs without a volume").
 """
 
@@ -26,7 +26,7 @@ from dtfx.components import buckets
 from dtfx.components.errors import StepError, report_to_log
 from dtfx.components.registry.strategies import STRATEGIES
 from dtfx.components.trainer.distributed import cluster
-from dtfx.components.trainer.kubernetes import manifest
+from dtfx.components.trainer.job import POD_JOB_DIR
 
 
 def main(argv: list[str]) -> None:
@@ -65,12 +65,12 @@ def main(argv: list[str]) -> None:
 def _downloaded(job, job_file: str):
     """`job` with its paths under the store prefix of `job_file` moved to the pod's emptyDir, its inputs downloaded.
 
-    The directory is the job's name under manifest.POD_JOB_DIR in every pod, so that the paths in the dataset functions
+    The directory is the job's name under POD_JOB_DIR in every pod, so that the paths in the dataset functions
     a parameter-server chief sends its workers name files there too. It goes with the pod; pods run as processes of
     one machine (tests) share it, and the downloads (each to a temporary file, renamed) of the same objects agree.
     """
     staging = job_file.rsplit("/", 1)[0]
-    local_dir = os.path.join(manifest.POD_JOB_DIR, staging.rsplit("/", 1)[-1])
+    local_dir = os.path.join(POD_JOB_DIR, staging.rsplit("/", 1)[-1])
     local = job.relocated(lambda uri: local_dir + uri.removeprefix(staging))
     for pattern, local_pattern in zip(job.train_files + job.eval_files, local.train_files + local.eval_files, strict=True):
         buckets.download(os.path.dirname(pattern), os.path.dirname(local_pattern))  # stage_in's `<dir>/*`
@@ -82,7 +82,7 @@ def set_tf_config(environ: MutableMapping[str, str]) -> str | None:
     """Sets `environ`'s TF_CONFIG to the one TensorFlow must read, and returns this process's task type (None outside
     a cluster): the operator's TF_CONFIG of a TFJob's pod, or the one a TrainJob's node builds from its environment,
     with the evaluator out of the cluster (cluster.without_evaluator says why)."""
-    given = manifest.tf_config_from_environment(environ)
+    given = cluster.tf_config_from_environment(environ)
     if given is None and "TF_CONFIG" in environ:
         given = json.loads(environ["TF_CONFIG"])
     if given is None:

@@ -28,14 +28,17 @@ COMPILE, REHEARSAL, RUN = "compile", "rehearsal", "run"
 WHERE = (COMPILE, REHEARSAL, RUN)
 
 
-def cluster_problems(config: Config, source: str, where: str = COMPILE) -> list[Problem]:
+def cluster_problems(config: Config, source: str, where: str = COMPILE, module_directory: str | None = None
+                     ) -> list[Problem]:
     """What keeps `config` (loaded without resolving its paths) from running on Kubeflow, checked `where`.
 
     COMPILE: the image and the pipeline root must be set, and what the image must hold is checked.
     REHEARSAL: on this machine, which needs neither but runs Beam in its steps, and whose steps import the model
     module as the image's environment would, with only the current directory added. RUN: in the run's
-    first step on the cluster, the compiled config with the run's values (run_form.check): what a
-    value may break. Lines are looked up in the YAML file `source`.
+    first step on the cluster, the compiled config with the run's values (dtfx.pipeline.kubeflow.steps.check): what a
+    value may break. Lines are looked up in the YAML file `source`. `module_directory`: in a rehearsal, where its
+    steps find the user's own modules (rehearsal.environment.module_directory; the rehearsal passes it, so that
+    these checks, which the check step runs in a pod too, import nothing of the rehearsal).
     """
     if where not in WHERE:
         raise ValueError(f"where must be one of {WHERE}, not {where!r}")
@@ -78,7 +81,7 @@ def cluster_problems(config: Config, source: str, where: str = COMPILE) -> list[
 
     module = getattr(config.trainer.model, "module", None)
     if module and where != RUN:  # in a run, the image is the one the compile checked the module against
-        module_problem = model_module.image_problem(module, _rehearsal_module_directory() if where == REHEARSAL else None)
+        module_problem = model_module.image_problem(module, module_directory if where == REHEARSAL else None)
         if module_problem:
             problem("trainer.model.module", module_problem)
     data_problem = _pod_path_problem(config.data.path, urls=buckets.SCHEMES)
@@ -104,14 +107,6 @@ def cluster_problems(config: Config, source: str, where: str = COMPILE) -> list[
                                 f"or in a bucket ({', '.join(buckets.SCHEMES)}), which all runs share: {shared.why}; a "
                                 "relative path means nothing in a pod")
     return problems
-
-
-def _rehearsal_module_directory() -> str:
-    """Where a rehearsed step finds the user's own modules (imported here only for a rehearsal: compile needs none of
-    the rehearsal's code)."""
-    from dtfx.pipeline.kubeflow.rehearsal.environment import module_directory
-
-    return module_directory()
 
 
 def _minio_without_endpoint(config: Config) -> list[str]:

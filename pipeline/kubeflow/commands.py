@@ -242,7 +242,7 @@ def _cluster_config(args):
 
 
 def _print_compiled(compiled, keep: bool = True) -> None:
-    from dtfx.components.run_parameters import TYPE_WORDS
+    from dtfx.pipeline.kubeflow.steps.run_parameters import TYPE_WORDS
 
     if keep:
         print(f"compiled: {compiled.path}")

@@ -2,7 +2,7 @@
 
 TFX's KubeflowV2DagRunner compiles the pipeline that `build_pipeline(config)` builds, with
 PipelineSpec schema 2.1 (current KFP drivers reject 2.0's constant parameters) and every
-container started as `python -m dtfx.components.kfp_entrypoint` (tensorflow/tfx#7768). The
+container started as `python -m dtfx.pipeline.kubeflow.steps.entrypoint` (tensorflow/tfx#7768). The
 compiled spec is then completed with what TFX leaves out of a bare PipelineSpec file: the
 default pipeline root, per-step resources and, as a second
 YAML document, the volumes. A `data_fingerprint` step goes before ingest, so that Kubeflow's
@@ -27,9 +27,8 @@ import tempfile
 
 import yaml
 
-from dtfx.components import data_fingerprint
-from dtfx.components.baseline_model import serving_fingerprint
-from dtfx.components.kfp_executor_input import OUTPUT_TYPES_FLAG, type_title
+from dtfx.components.baseline_model.serving_fingerprint import CANDIDATE_KEY
+from dtfx.components.example_gen.data_fingerprint import INPUT_BASE
 from dtfx.components.names import (
     ANOMALIES_OUTPUT,
     BASELINE_ID,
@@ -52,16 +51,20 @@ from dtfx.components.names import (
     TRANSFORM_STAGE,
     VALIDATION_STAGE,
 )
-from dtfx.components.run_parameters import TYPE_WORDS
 from dtfx.components.run_results import step as results_step
 from dtfx.components.run_results import ui_outputs
 from dtfx.components.trainer.distributed.cluster import Task, tasks
-from dtfx.components.trainer.kubernetes.manifest import OPERATORS, JobSettings, manifest
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
 from dtfx.pipeline.kubeflow import platform, retries, run_form
+from dtfx.pipeline.kubeflow.spec import EXECUTOR_INPUT, PipelineSpec
+from dtfx.pipeline.kubeflow.steps import data_fingerprint, entrypoint, serving_fingerprint
+from dtfx.pipeline.kubeflow.steps.executor_input import OUTPUT_TYPES_FLAG, type_title
+from dtfx.pipeline.kubeflow.steps.run_parameters import TYPE_WORDS
+from dtfx.pipeline.kubeflow.steps.training_job import launcher
+from dtfx.pipeline.kubeflow.steps.training_job.manifest import OPERATORS, JobSettings, manifest
 
-ENTRYPOINT = ["python", "-m", "dtfx.components.kfp_entrypoint"]
+ENTRYPOINT = ["python", "-m", entrypoint.__name__]
 # The executor kinds open-source Kubeflow Pipelines runs; `resolver` and `customJob` are Vertex AI only.
 OPEN_SOURCE_EXECUTORS = ("container", "importer")
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"  # TFX's entrypoint: the step's input definitions, as JSON
@@ -95,39 +98,37 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
         # TFX and TensorFlow are slow to import: only here, not when the CLI starts.
         from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
-        from dtfx.pipeline.builder import build_pipeline
-
         training_job = platform.training_job_settings(config)
-        pipeline = build_pipeline(config, training_job=training_job)
+        pipeline = build(config)
         _check_step_names(config, [node.id for node in pipeline.components])
-        form = run_form.form(config, lambda each: build_pipeline(each, training_job=platform.training_job_settings(each)))
+        form = run_form.form(config, build)
         runner_config = v2.KubeflowV2DagRunnerConfig(default_image=image, default_commands=ENTRYPOINT, use_pipeline_spec_2_1=True)
         job = v2.KubeflowV2DagRunner(config=runner_config).run(pipeline, write_out=False)
-    spec = job["pipelineSpec"]
+    spec = PipelineSpec(job["pipelineSpec"])
     notes = _finish(spec, config, pipeline_root, training_job is not None)
     run_form.add_to_spec(spec, form, run_form.config_text(config))
     _fingerprint_follows_run_parameters(spec, form)
     _add_store_env(spec, config)
     notes += list(form.notes)
-    notes += retries.apply_retries(spec, config.kubeflow)
-    unsupported = open_source_problems(spec)
+    notes += retries.apply_retries(spec.document, config.kubeflow)
+    unsupported = open_source_problems(spec.document)
     if unsupported:  # the builder should never produce these: a dtfx bug, not a user error
         raise RuntimeError("The compiled pipeline has steps open-source Kubeflow cannot run:\n- " + "\n- ".join(unsupported))
     steps = [node.id for node in pipeline.components]
     # run_results is no node of the builder's pipeline: it takes what kubeflow: sets for every step (volumes, secrets,
     # node selectors and tolerations), so that it is placed where any step may run.
-    labels = {step: spec["components"][step]["executorLabel"] for step in [*steps, RUN_RESULTS_ID] if step in spec["components"]}
+    labels = {step: spec.components[step]["executorLabel"] for step in [*steps, RUN_RESULTS_ID] if step in spec.components}
     in_job_pods = {TRAIN_STAGE} if training_job else set()
     platform_spec = platform.platform_spec(config.kubeflow, labels, placed_elsewhere=in_job_pods)
     for fingerprint in (SERVING_FINGERPRINT, DATA_FINGERPRINT):
-        if fingerprint.step in spec["root"]["dag"]["tasks"]:
+        if fingerprint.step in spec.tasks:
             _share_platform(spec, platform_spec, fingerprint)
             steps.insert(0, fingerprint.step)
-    if RUN_RESULTS_ID in spec["root"]["dag"]["tasks"]:
+    if RUN_RESULTS_ID in spec.tasks:
         steps.append(RUN_RESULTS_ID)
-    if run_form.CHECK_STEP in spec["root"]["dag"]["tasks"]:
+    if run_form.CHECK_STEP in spec.tasks:
         steps.insert(0, run_form.CHECK_STEP)
-    write_spec(output, spec, platform_spec)
+    write_spec(output, spec.document, platform_spec)
     if training_job is None:
         with contextlib.suppress(FileNotFoundError):  # from an earlier compile to this file: no longer true
             os.remove(training_job_path(output))
@@ -138,6 +139,15 @@ def compile_pipeline(config: Config, output: str, image: str, pipeline_root: str
                      f"{len(cluster_tasks)} pods: see {job_path}")
     parameters = {parameter.name: parameter for parameter in form.parameters}
     return CompiledPipeline(output, steps, parameters, image, pipeline_root, notes)
+
+
+def build(config: Config):
+    """The TFX pipeline of `config` as compiled for Kubeflow: with a training job, whose launcher is the Trainer's
+    run_fn, when the strategy trains in several processes (platform.training_job_settings)."""
+    from dtfx.pipeline.builder import RUN_FN, build_pipeline
+
+    settings = platform.training_job_settings(config)
+    return build_pipeline(config, training_job=settings, run_fn=f"{launcher.__name__}.run_fn" if settings else RUN_FN)
 
 
 def training_job_path(output: str) -> str:
@@ -170,14 +180,13 @@ def open_source_problems(spec: dict) -> list[str]:
     It runs container and importer executors only, and dtfx's steps must not depend on
     conditions or loops (the builder has neither; a change that adds one should be seen here).
     """
+    pipeline = PipelineSpec(spec)
     problems = []
-    for label, executor in sorted(spec["deploymentSpec"]["executors"].items()):
+    for label, executor in sorted(pipeline.executors.items()):
         kinds = set(executor) - set(OPEN_SOURCE_EXECUTORS)
         if kinds:
             problems.append(f"executor {label!r} is a {', '.join(sorted(kinds))} executor")
-    for name, task in sorted(spec["root"]["dag"]["tasks"].items()):
-        if task.get("triggerPolicy", {}).get("condition") or "iterator" in task or "parameterIterator" in task:
-            problems.append(f"task {name!r} runs under a condition or in a loop")
+    problems += [f"task {name!r} runs under a condition or in a loop" for name in pipeline.conditional_or_looped_tasks()]
     return problems
 
 
@@ -189,28 +198,27 @@ def _check_step_names(config: Config, steps: list[str]) -> None:
         raise UserError("\n".join(lines) + f"\n  (its steps: {', '.join(steps)})")
 
 
-def _finish(spec: dict, config: Config, pipeline_root: str, training_job: bool) -> list[str]:
+def _finish(spec: PipelineSpec, config: Config, pipeline_root: str, training_job: bool) -> list[str]:
     """Adds what TFX leaves out of a bare PipelineSpec; returns notes for the user.
 
     With a `training_job`, the train step's own pod only waits for the job: train's resources go to the job's pods.
     """
     notes = []
     # TFX puts the root only into a PipelineJob's runtimeConfig; a run created from this file uses this one.
-    spec["defaultPipelineRoot"] = pipeline_root
-    executors = spec["deploymentSpec"]["executors"]
-    tasks = spec["root"]["dag"]["tasks"]
+    spec.document["defaultPipelineRoot"] = pipeline_root
+    tasks = spec.tasks
     for step, wanted in config.kubeflow.resources.items():
         if training_job and step == TRAIN_STAGE:
             continue  # they size the training job's pods; the step's own pod copies files and waits
         resources = platform.resource_spec(wanted)
         if resources:
-            executors[spec["components"][step]["executorLabel"]]["container"]["resources"] = resources
+            spec.executors[spec.components[step]["executorLabel"]]["container"]["resources"] = resources
     # TFX gives ingest's container a `lifecycle.preCacheCheck` hook that runs its ExampleGen driver (which
     # fingerprints the data files) before the cache lookup. Only Vertex AI Pipelines runs it; an open-source
     # backend carries it unread. It is removed, so that the compiled file holds only what the cluster runs;
     # the data_fingerprint step does that driver's part instead.
-    for executor in executors.values():
-        executor.get("container", {}).pop("lifecycle", None)
+    for container in spec.containers():
+        container.pop("lifecycle", None)
     _add_output_types(spec)
     if tasks.get(INGEST_STAGE) is not None:
         _add_fingerprint_step(spec, DATA_FINGERPRINT)
@@ -233,13 +241,12 @@ def _finish(spec: dict, config: Config, pipeline_root: str, training_job: bool) 
     return notes
 
 
-def _add_store_env(spec: dict, config: Config) -> None:
+def _add_store_env(spec: PipelineSpec, config: Config) -> None:
     """kubeflow.store's endpoint and region in every step's container, the steps dtfx adds to TFX's included: any may
     open the store (data_fingerprint and ingest read data.path there)."""
     env = platform.store_env(config.kubeflow)
-    for executor in spec["deploymentSpec"]["executors"].values() if env else ():
-        if "container" in executor:
-            executor["container"]["env"] = copy.deepcopy(env)
+    for container in spec.containers() if env else ():
+        container["env"] = copy.deepcopy(env)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,12 +263,12 @@ class FingerprintStep:
 
 
 DATA_FINGERPRINT = FingerprintStep(DATA_FINGERPRINT_ID, data_fingerprint.__name__, INGEST_STAGE,
-                                   data_fingerprint.INPUT_BASE, DATA_FINGERPRINT_PARAMETER)
+                                   INPUT_BASE, DATA_FINGERPRINT_PARAMETER)
 SERVING_FINGERPRINT = FingerprintStep(SERVING_FINGERPRINT_ID, serving_fingerprint.__name__, BASELINE_ID,
-                                      SERVING_DIR_KEY, SERVING_FINGERPRINT_PARAMETER, (serving_fingerprint.CANDIDATE_KEY,))
+                                      SERVING_DIR_KEY, SERVING_FINGERPRINT_PARAMETER, (CANDIDATE_KEY,))
 
 
-def _add_fingerprint_step(spec: dict, fingerprint: FingerprintStep) -> None:
+def _add_fingerprint_step(spec: PipelineSpec, fingerprint: FingerprintStep) -> None:
     """Puts the fingerprint step before its consumer and passes its value to the consumer as a parameter.
 
     Open-source Kubeflow keys its cache on a step's input artifact ids, parameter values, outputs,
@@ -279,39 +286,26 @@ def _add_fingerprint_step(spec: dict, fingerprint: FingerprintStep) -> None:
     which it does not read; on a local run, the consumer's driver sets the same property (its ExampleGen driver,
     dtfx.components.drivers).
     """
-    tasks = spec["root"]["dag"]["tasks"]
-    consumer = tasks[fingerprint.consumer]
-    component = spec["components"][consumer["componentRef"]["name"]]
-    container = spec["deploymentSpec"]["executors"][component["executorLabel"]]["container"]
+    consumer = spec.tasks[fingerprint.consumer]
+    component = spec.component_of(fingerprint.consumer)
+    container = spec.container_of(fingerprint.consumer)
     inputs = {fingerprint.input_key: consumer["inputs"]["parameters"][fingerprint.input_key]}
     string = {"parameterType": "STRING"}
-    label = f"{fingerprint.step}_executor"
     definitions = {"parameters": {name: dict(string) for name in inputs}}
     if fingerprint.artifacts:
         definitions["artifacts"] = {key: copy.deepcopy(component["inputDefinitions"]["artifacts"][key])
                                     for key in fingerprint.artifacts}
-    spec["components"][fingerprint.step] = {
-        "executorLabel": label,
-        "inputDefinitions": definitions,
-        "outputDefinitions": {"parameters": {fingerprint.parameter: dict(string)}},
-    }
-    spec["deploymentSpec"]["executors"][label] = {"container": {
-        "image": container["image"],
-        "command": ["python", "-m", fingerprint.module],
-        "args": ["--executor_input", "{{$}}"],
-    }}
-    tasks[fingerprint.step] = {
-        "componentRef": {"name": fingerprint.step},
-        "inputs": {"parameters": copy.deepcopy(inputs)},
-        "taskInfo": {"name": fingerprint.step},
-    }
+    task = spec.add_container_step(fingerprint.step, container["image"], fingerprint.module,
+                                   ["--executor_input", EXECUTOR_INPUT], definitions,
+                                   {"parameters": {fingerprint.parameter: dict(string)}},
+                                   inputs={"parameters": copy.deepcopy(inputs)})
     if fingerprint.artifacts:
-        tasks[fingerprint.step]["inputs"]["artifacts"] = {
-            key: copy.deepcopy(consumer["inputs"]["artifacts"][key]) for key in fingerprint.artifacts}
+        task["inputs"]["artifacts"] = {key: copy.deepcopy(consumer["inputs"]["artifacts"][key])
+                                       for key in fingerprint.artifacts}
     if consumer.get("dependentTasks"):
         # It waits for what its consumer waits for: the baseline's fingerprint is taken when training is over, as
         # close as can be to the baseline's cache lookup.
-        tasks[fingerprint.step]["dependentTasks"] = list(consumer["dependentTasks"])
+        task["dependentTasks"] = list(consumer["dependentTasks"])
     component["inputDefinitions"]["parameters"][fingerprint.parameter] = dict(string)
     consumer["inputs"]["parameters"][fingerprint.parameter] = {
         "taskOutputParameter": {"producerTask": fingerprint.step, "outputParameterKey": fingerprint.parameter}}
@@ -325,20 +319,19 @@ def _add_fingerprint_step(spec: dict, fingerprint: FingerprintStep) -> None:
         args[at] = json.dumps(inputs_spec, indent=2)
 
 
-def _fingerprint_follows_run_parameters(spec: dict, form: run_form.RunForm) -> None:
+def _fingerprint_follows_run_parameters(spec: PipelineSpec, form: run_form.RunForm) -> None:
     """The data_fingerprint step takes a run parameter that sets ingest's `input_base` (data.path) straight from the
     pipeline's inputs: it lists the files that run's ingest reads."""
-    tasks = spec["root"]["dag"]["tasks"]
-    if DATA_FINGERPRINT_ID not in tasks:
+    if DATA_FINGERPRINT_ID not in spec.tasks:
         return
-    data_path = run_form.Target(INGEST_STAGE, data_fingerprint.INPUT_BASE, ())
+    data_path = run_form.Target(INGEST_STAGE, INPUT_BASE, ())
     for parameter in form.parameters:
         if data_path in parameter.targets:
-            tasks[DATA_FINGERPRINT_ID]["inputs"]["parameters"][data_fingerprint.INPUT_BASE] = {
+            spec.tasks[DATA_FINGERPRINT_ID]["inputs"]["parameters"][INPUT_BASE] = {
                 "componentInputParameter": parameter.name}
 
 
-def _add_run_results(spec: dict, config: Config) -> None:
+def _add_run_results(spec: PipelineSpec, config: Config) -> None:
     """Puts the `run_results` step (dtfx.components.run_results) after evaluate: the outputs the run page displays.
 
     Its outputs are typed with the `system.*` schema titles the UI looks for (run_results.ui_outputs);
@@ -348,34 +341,24 @@ def _add_run_results(spec: dict, config: Config) -> None:
     the evaluation and blessing, the statistics, the anomalies and the transform graph (the class names),
     each typed as its producer declares it, so that every 2.x driver resolves them from the producers.
     """
-    tasks = spec["root"]["dag"]["tasks"]
     inputs, definitions = _run_results_inputs(spec)
     parameters = {results_step.PIPELINE_PARAMETER: (config.pipeline.name, "STRING"),
                   results_step.DECISION_THRESHOLD_PARAMETER: (config.evaluator.decision_threshold, "NUMBER_DOUBLE")}
     outputs = {key: {"artifactType": {"schemaTitle": title, "schemaVersion": ui_outputs.SCHEMA_VERSION}}
                for key, title in ui_outputs.OUTPUT_TYPES.items()}
-    label = f"{RUN_RESULTS_ID}_executor"
-    spec["components"][RUN_RESULTS_ID] = {
-        "executorLabel": label,
-        "inputDefinitions": {"artifacts": definitions,
-                             "parameters": {key: {"parameterType": kind} for key, (_, kind) in parameters.items()}},
-        "outputDefinitions": {"artifacts": outputs},
-    }
-    evaluate_label = spec["components"][tasks[EVALUATE_STAGE]["componentRef"]["name"]]["executorLabel"]
-    spec["deploymentSpec"]["executors"][label] = {"container": {
-        "image": spec["deploymentSpec"]["executors"][evaluate_label]["container"]["image"],
-        "command": ["python", "-m", results_step.__name__], "args": ["--executor_input", "{{$}}"]}}
-    tasks[RUN_RESULTS_ID] = {
-        "componentRef": {"name": RUN_RESULTS_ID},
-        "dependentTasks": sorted({source["taskOutputArtifact"]["producerTask"] for source in inputs.values()}),
-        "inputs": {"artifacts": inputs,
-                   "parameters": {key: {"runtimeValue": {"constant": value}} for key, (value, _) in parameters.items()}},
-        "taskInfo": {"name": RUN_RESULTS_ID},
-        "cachingOptions": {"enableCache": True},
-    }
+    spec.add_container_step(
+        RUN_RESULTS_ID, spec.container_of(EVALUATE_STAGE)["image"], results_step.__name__,
+        ["--executor_input", EXECUTOR_INPUT],
+        {"artifacts": definitions, "parameters": {key: {"parameterType": kind} for key, (_, kind) in parameters.items()}},
+        {"artifacts": outputs},
+        dependentTasks=sorted({source["taskOutputArtifact"]["producerTask"] for source in inputs.values()}),
+        inputs={"artifacts": inputs,
+                "parameters": {key: {"runtimeValue": {"constant": value}} for key, (value, _) in parameters.items()}},
+        cachingOptions={"enableCache": True},
+    )
 
 
-def _run_results_inputs(spec: dict) -> tuple[dict, dict]:
+def _run_results_inputs(spec: PipelineSpec) -> tuple[dict, dict]:
     """The run_results task's input artifacts (from the tasks that produce them) and their definitions (typed as
     their producers declare them); an input whose producer is not in this pipeline is left out."""
     sources = {results_step.EVALUATION_INPUT: (EVALUATE_STAGE, EVALUATION_OUTPUT),
@@ -383,10 +366,9 @@ def _run_results_inputs(spec: dict) -> tuple[dict, dict]:
                results_step.STATISTICS_INPUT: (STATISTICS_STAGE, STATISTICS_OUTPUT),
                results_step.ANOMALIES_INPUT: (VALIDATION_STAGE, ANOMALIES_OUTPUT),
                results_step.TRANSFORM_GRAPH_INPUT: (TRANSFORM_STAGE, TRANSFORM_GRAPH_OUTPUT)}
-    tasks = spec["root"]["dag"]["tasks"]
     inputs, definitions = {}, {}
     for key, (task, output) in sources.items():
-        component = spec["components"].get(tasks.get(task, {}).get("componentRef", {}).get("name", ""), {})
+        component = spec.component_of(task) if task in spec.tasks else {}
         declared = component.get("outputDefinitions", {}).get("artifacts", {}).get(output)
         if declared is not None:
             inputs[key] = {"taskOutputArtifact": {"producerTask": task, "outputArtifactKey": output}}
@@ -394,38 +376,32 @@ def _run_results_inputs(spec: dict) -> tuple[dict, dict]:
     return inputs, definitions
 
 
-def _share_platform(spec: dict, platform_spec: dict | None, fingerprint: FingerprintStep) -> None:
+def _share_platform(spec: PipelineSpec, platform_spec: dict | None, fingerprint: FingerprintStep) -> None:
     """Gives a fingerprint step its consumer's volumes, secrets and placement: it reads the same files."""
     executors = (platform_spec or {}).get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
-    consumer = spec["root"]["dag"]["tasks"][fingerprint.consumer]
-    consumer_label = spec["components"][consumer["componentRef"]["name"]]["executorLabel"]
+    consumer_label = spec.executor_label(fingerprint.consumer)
     if consumer_label in executors:
-        executors[spec["components"][fingerprint.step]["executorLabel"]] = copy.deepcopy(executors[consumer_label])
+        executors[spec.executor_label(fingerprint.step)] = copy.deepcopy(executors[consumer_label])
 
 
-def _add_output_types(spec: dict) -> None:
-    """Puts each step's declared output types on its command line (dtfx.components.kfp_executor_input).
+def _add_output_types(spec: PipelineSpec) -> None:
+    """Puts each step's declared output types on its command line (dtfx.pipeline.kubeflow.steps.executor_input).
 
     Kubeflow's drivers hand a step its output artifacts typed in different forms, and some add
     outputs of their own (`executor-logs`); the step's entrypoint keeps and types what is declared here.
     """
-    executors = spec["deploymentSpec"]["executors"]
-    for component in spec["components"].values():
-        container = executors.get(component.get("executorLabel"), {}).get("container")
-        if container is None:
-            continue
+    for component, container in spec.component_containers():
         declared = component.get("outputDefinitions", {}).get("artifacts", {})
         types = {key: type_title(output["artifactType"]) for key, output in sorted(declared.items())}
-        args = container.get("args", [])
-        after = args.index("{{$}}") + 1 if "{{$}}" in args else len(args)  # TFX's flags first, Beam's options last
-        container["args"] = [*args[:after], OUTPUT_TYPES_FLAG, json.dumps(types, sort_keys=True), *args[after:]]
+        spec.insert_arguments(container, OUTPUT_TYPES_FLAG, json.dumps(types, sort_keys=True))
 
 
 def write_spec(path: str, spec: dict, platform_spec: dict | None) -> None:
     """Writes the PipelineSpec (and the Kubernetes platform spec, when there is one) as KFP's YAML package."""
     documents = [spec] + ([platform_spec] if platform_spec else [])
-    header = [SPEC_HEADER[0], f"# Name: {spec['pipelineInfo']['name']}", SPEC_HEADER[1]]
-    inputs = spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    pipeline = PipelineSpec(spec)
+    header = [SPEC_HEADER[0], f"# Name: {pipeline.name}", SPEC_HEADER[1]]
+    inputs = pipeline.root_inputs()
     if inputs:
         header.append("# Inputs:")
         header += [f"#    {name}: {TYPE_WORDS.get(inputs[name].get('parameterType'), 'string')}" for name in sorted(inputs)]

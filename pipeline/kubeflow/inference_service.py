@@ -27,14 +27,14 @@ from dtfx.components.pusher import bucket_versions
 from dtfx.pipeline import layout
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import Problem
-from dtfx.pipeline.kubeflow.platform import kubernetes_quantities, mount_of
-from dtfx.pipeline.kubeflow_config import (
+from dtfx.pipeline.kubeflow.config import (
     INFERENCE_SERVICE_NAME,
     INFERENCE_SERVICE_NAME_WORDS,
     TF_SERVING_GPU_SUFFIX,
     KubeflowSection,
     requests_nvidia_gpus,
 )
+from dtfx.pipeline.kubeflow.platform import kubernetes_quantities, mount_of
 from dtfx.pipeline.yaml_source import key_lines, line_of
 
 # The first line of the file, by which `dtfx compile` knows an earlier output of its own (kubeflow/compiled_files.py).

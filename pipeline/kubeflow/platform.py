@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 from dtfx.components import buckets
 from dtfx.components.names import TRAIN_STAGE
 from dtfx.components.trainer.distributed import cluster
-from dtfx.components.trainer.kubernetes.manifest import JobSettings
 from dtfx.pipeline.config import Config
-from dtfx.pipeline.kubeflow_config import KFP_BACKENDS, MEMORY_QUANTITY, KubeflowSection, StepResources
+from dtfx.pipeline.kubeflow.config import KFP_BACKENDS, MEMORY_QUANTITY, KubeflowSection, StepResources
+from dtfx.pipeline.kubeflow.steps.training_job.manifest import JobSettings
 
 # Bytes per unit of a Kubernetes quantity; ResourceSpec memory is in GB (10^9 bytes).
 _UNIT_BYTES = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -60,7 +60,7 @@ class ProtoField(NamedTuple):
 
 
 # Every field dtfx writes into a KubernetesExecutorConfig (JSON names, `message.field`), with the first Kubeflow
-# Pipelines backend release (kubeflow_config.KFP_BACKENDS) whose driver reads it. The backend's go.mod pins
+# Pipelines backend release (kubeflow.config.KFP_BACKENDS) whose driver reads it. The backend's go.mod pins
 # kubernetes_platform (2.0.x: bd9f74e34de6, 2.1.0: 19a24e3e99db, 2.2.0: 8b2a099e8c9f, 2.3.0 to 2.4.1: d911c8b73b49;
 # from 2.5.0 the tree's own), whose kubernetes_platform/proto/kubernetes_executor_config.proto defines the message.
 # Drivers up to 2.4.0 parse it with golang/protobuf's strict jsonpb.UnmarshalString (backend/src/v2/cmd/driver/main.go),

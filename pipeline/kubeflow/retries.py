@@ -19,9 +19,10 @@ retried, a pod deleted with its node is an error and is not. Importer tasks get 
 from __future__ import annotations
 
 from dtfx.pipeline.errors import UserError
+from dtfx.pipeline.kubeflow.config import RETRY_DEFAULT, KubeflowSection, StepRetry
 from dtfx.pipeline.kubeflow.platform import backend_reads
 from dtfx.pipeline.kubeflow.schedule import duration_seconds
-from dtfx.pipeline.kubeflow_config import RETRY_DEFAULT, KubeflowSection, StepRetry
+from dtfx.pipeline.kubeflow.spec import PipelineSpec
 
 RETRIES_SINCE = "2.5"  # the first backend release whose compiler turns retryPolicy into an Argo retryStrategy
 
@@ -34,13 +35,13 @@ def apply_retries(spec: dict, kubeflow: KubeflowSection) -> list[str]:
     a policy under which no retry could start.
     """
     _check(kubeflow)
-    tasks = spec["root"]["dag"]["tasks"]
+    pipeline = PipelineSpec(spec)
     retried = []
-    for name, task in sorted(tasks.items()):
+    for name, task in sorted(pipeline.tasks.items()):
         policy = step_policy(kubeflow, name)
         if policy.count == 0:
             continue
-        if not _runs_a_container(spec, task):
+        if not pipeline.runs_a_container(name):
             if name in kubeflow.retries:
                 raise UserError(f"kubeflow.retries.{name}: {name} is not a container step, and Kubeflow retries only those")
             continue
@@ -84,7 +85,3 @@ def _check(kubeflow: KubeflowSection) -> None:
     if problems:
         raise UserError("\n".join(problems))
 
-
-def _runs_a_container(spec: dict, task: dict) -> bool:
-    component = spec["components"].get(task.get("componentRef", {}).get("name"), {})
-    return "container" in spec["deploymentSpec"]["executors"].get(component.get("executorLabel"), {})

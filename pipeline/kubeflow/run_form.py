@@ -1,6 +1,6 @@
 """The run form: config keys a Kubeflow user changes per run, as typed pipeline parameters of the compiled pipeline.
 
-`kubeflow.run_parameters` lists config keys (by default kubeflow_config.DEFAULT_RUN_PARAMETERS
+`kubeflow.run_parameters` lists config keys (by default kubeflow.config.DEFAULT_RUN_PARAMETERS
 and the evaluator's threshold bounds). Each becomes a root parameter named after the key
 (`trainer.learning_rate`: `trainer_learning_rate`), typed by its value (KFP's NUMBER_INTEGER,
 NUMBER_DOUBLE, STRING or BOOLEAN), the config's value as its default and the field's
@@ -13,10 +13,10 @@ Where a key's value goes is found from the builder itself, not from a table: the
 built again with the key set to a sentinel, and the exec properties that change, and where
 inside their JSON, are the key's targets (`find_targets`). A key the builder transforms (no
 verbatim sentinel), or that no step reads, is refused. Each consuming task gets the parameter as
-an input, and its container the targets (dtfx.components.run_parameters writes the value there
-when the step starts). A first step, `check_parameters`, runs this module in the image: it
-loads the config compiled into the spec with the run's values (`--set`, as `dtfx validate` does)
-and ends the run, before any other step, with exit code 2 and the rule a value breaks.
+an input, and its container the targets (dtfx.pipeline.kubeflow.steps.run_parameters writes the value there
+when the step starts). A first step, `check_parameters`, runs dtfx.pipeline.kubeflow.steps.check in the
+image: it loads the config compiled into the spec with the run's values (`--set`, as `dtfx validate` does) and
+ends the run, before any other step, with exit code 2 and the rule a value breaks.
 
 A form field holds a value, never null; a key that is null in the config and whose field takes a positive integer
 (`trainer.train_steps: null`, from the data) is an integer parameter whose 0 stands for null. Its step reads 0 as
@@ -26,26 +26,23 @@ tfx/components/trainer/fn_args_utils.py, get_common_fn_args), so 0 is written wh
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import json
-import os
-import sys
-import tempfile
 from collections.abc import Callable
 
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from dtfx.components import run_parameters as step_side
-from dtfx.components.errors import report_user_error
 from dtfx.components.registry.models import model_type_of
-from dtfx.components.run_parameters import RUN_PARAMETERS_FLAG, TYPE_WORDS, parameter_type
-from dtfx.pipeline.errors import ConfigError, UserError
-from dtfx.pipeline.kubeflow_config import DEFAULT_RUN_PARAMETERS, FOREST_RUN_PARAMETERS
+from dtfx.pipeline.errors import UserError
+from dtfx.pipeline.kubeflow.config import DEFAULT_RUN_PARAMETERS, FOREST_RUN_PARAMETERS
+from dtfx.pipeline.kubeflow.spec import EXECUTOR_INPUT, PipelineSpec
+from dtfx.pipeline.kubeflow.steps import check as check_step
+from dtfx.pipeline.kubeflow.steps import run_parameters as step_side
+from dtfx.pipeline.kubeflow.steps.run_parameters import RUN_PARAMETERS_FLAG, TYPE_WORDS, parameter_type
 
-CHECK_STEP = "check_parameters"  # short enough for the task table of dtfx rehearse
+CHECK_STEP = check_step.CHECK_STEP
 SETTING = "kubeflow.run_parameters"
 # Distinctive values a key takes in the sentinel build, by the type of its value (a boolean's is its negation).
 SENTINELS = {int: 7_919_301, float: 0.6180339887, str: "dtfx-run-parameter-sentinel"}
@@ -278,15 +275,14 @@ def _check_names(parameters: list[RunParameter]) -> None:
 # --- the compiled spec --------------------------------------------------------------------------------------------
 
 
-def add_to_spec(spec: dict, run_form: RunForm, config_text: str) -> None:
-    """Adds the run parameters to the PipelineSpec `spec` (as JSON): typed root inputs with defaults and descriptions,
-    each consuming task's input and targets, and the check step, which every other step waits for."""
+def add_to_spec(spec: PipelineSpec, run_form: RunForm, config_text: str) -> None:
+    """Adds the run parameters to `spec`: typed root inputs with defaults and descriptions, each consuming task's
+    input and targets, and the check step, which every other step waits for."""
     if not run_form.parameters:
         return
-    root_inputs = spec["root"].setdefault("inputDefinitions", {}).setdefault("parameters", {})
     for parameter in run_form.parameters:
-        root_inputs[parameter.name] = {"parameterType": parameter.type, "defaultValue": parameter.default,
-                                       "isOptional": True, "description": parameter.description}
+        spec.add_root_input(parameter.name, {"parameterType": parameter.type, "defaultValue": parameter.default,
+                                             "isOptional": True, "description": parameter.description})
     for task_name, parameters in _by_task(run_form).items():
         _wire_task(spec, task_name, parameters)
     _add_check_step(spec, run_form, config_text)
@@ -300,11 +296,11 @@ def _by_task(run_form: RunForm) -> dict[str, list[RunParameter]]:
     return tasks
 
 
-def _wire_task(spec: dict, task_name: str, parameters: list[RunParameter]) -> None:
+def _wire_task(spec: PipelineSpec, task_name: str, parameters: list[RunParameter]) -> None:
     """Task `task_name` takes `parameters` from the pipeline's inputs, and its container where each value goes."""
-    task = spec["root"]["dag"]["tasks"][task_name]
-    component = spec["components"][task["componentRef"]["name"]]
-    container = spec["deploymentSpec"]["executors"][component["executorLabel"]]["container"]
+    task = spec.tasks[task_name]
+    component = spec.component_of(task_name)
+    container = spec.container_of(task_name)
     entries = {}
     for parameter in parameters:
         task.setdefault("inputs", {}).setdefault("parameters", {})[parameter.name] = {
@@ -313,29 +309,23 @@ def _wire_task(spec: dict, task_name: str, parameters: list[RunParameter]) -> No
             "parameterType": parameter.type}
         entries[parameter.name] = {"type": parameter.type, "targets": [
             [target.prop, list(target.path)] for target in parameter.targets if target.task == task_name]}
-    args = container.get("args", [])
-    after = args.index("{{$}}") + 1 if "{{$}}" in args else len(args)  # beside TFX's flags, before Beam's options
-    container["args"] = [*args[:after], RUN_PARAMETERS_FLAG, json.dumps(entries, sort_keys=True), *args[after:]]
+    spec.insert_arguments(container, RUN_PARAMETERS_FLAG, json.dumps(entries, sort_keys=True))
 
 
-def _add_check_step(spec: dict, run_form: RunForm, config_text: str) -> None:
+def _add_check_step(spec: PipelineSpec, run_form: RunForm, config_text: str) -> None:
     """The `check_parameters` step: never cached (a run's values are checked in that run), before every other."""
-    tasks = spec["root"]["dag"]["tasks"]
-    image = next(executor["container"]["image"] for executor in spec["deploymentSpec"]["executors"].values()
-                 if "container" in executor)
-    label = f"{CHECK_STEP}_executor"
+    image = next(container["image"] for container in spec.containers())
     typed = {parameter.name: {"parameterType": parameter.type} for parameter in run_form.parameters}
-    spec["components"][CHECK_STEP] = {"executorLabel": label, "inputDefinitions": {"parameters": copy.deepcopy(typed)}}
     keys = {parameter.name: {"key": parameter.key, "type": parameter.type, **({"zero_is_null": True} if
             parameter.zero_is_null else {})} for parameter in run_form.parameters}
-    spec["deploymentSpec"]["executors"][label] = {"container": {
-        "image": image, "command": ["python", "-m", __name__],
-        "args": ["--executor_input", "{{$}}", "--keys", json.dumps(keys, sort_keys=True), "--config", config_text]}}
-    for task in tasks.values():
+    for task in spec.tasks.values():
         if not task.get("dependentTasks") and not task.get("inputs", {}).get("artifacts"):
             task["dependentTasks"] = [CHECK_STEP]
-    tasks[CHECK_STEP] = {"componentRef": {"name": CHECK_STEP}, "taskInfo": {"name": CHECK_STEP},
-                         "inputs": {"parameters": {name: {"componentInputParameter": name} for name in typed}}}
+    spec.add_container_step(
+        CHECK_STEP, image, check_step.__name__,
+        ["--executor_input", EXECUTOR_INPUT, "--keys", json.dumps(keys, sort_keys=True), "--config", config_text],
+        {"parameters": copy.deepcopy(typed)},
+        inputs={"parameters": {name: {"componentInputParameter": name} for name in typed}})
 
 
 def config_text(config) -> str:
@@ -350,7 +340,7 @@ def config_text(config) -> str:
 
 def declared(spec: dict) -> dict[str, str]:
     """The root parameters of a compiled PipelineSpec (as JSON) and their types."""
-    inputs = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
+    inputs = PipelineSpec(spec).root_inputs()
     return {name: definition.get("parameterType", "STRING") for name, definition in inputs.items()}
 
 
@@ -373,72 +363,3 @@ def parse_params(given: list[str], parameters: dict[str, str]) -> dict:
     if problems:
         raise UserError("\n".join(problems))
     return values
-
-
-# --- the check step, run in the image -----------------------------------------------------------------------------
-
-
-def check(config_yaml: str, keys: dict[str, dict], values: dict) -> list[str]:
-    """The problems of the config `config_yaml` with each parameter's value (`values`, by parameter name) set at its
-    key (`keys`: name to {key, type}), as `dtfx validate --set` finds them without the data; one line each, naming
-    the parameter."""
-    from dtfx.pipeline.kubeflow.checks import RUN, cluster_problems
-    from dtfx.pipeline.loader import load_config
-
-    problems, overrides, given = [], [], {}
-    for name, entry in keys.items():
-        if name not in values:
-            continue
-        key = entry["key"]
-        try:
-            given[name] = step_side.typed(values[name], entry["type"])
-        except ValueError as error:
-            problems.append(f"run parameter {name} ({key}): {error}")
-            continue
-        null = entry.get("zero_is_null") and given[name] == 0
-        overrides.append(f"{key}={'null' if null else json.dumps(given[name])}")
-    if problems:
-        return problems
-    with tempfile.TemporaryDirectory(prefix="dtfx-run-parameters-") as scratch:
-        path = os.path.join(scratch, "config.yaml")
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(config_yaml)
-        try:
-            config = load_config(path, overrides, check_data=False)
-            found = cluster_problems(config, path, RUN)
-        except ConfigError as error:
-            found = error.problems
-    by_key = {entry["key"]: name for name, entry in keys.items()}
-    return [_named(problem, by_key, given) for problem in found]
-
-
-def _named(problem, by_key: dict[str, str], values: dict) -> str:
-    """A config problem as the check step prints it: at the run parameter whose key it is at, with the value given."""
-    for key, name in by_key.items():
-        if problem.path == key or problem.path.startswith(key + "."):
-            return f"run parameter {name} ({key}) = {json.dumps(values.get(name))}: {problem.message}"
-    for key, name in by_key.items():  # a rule of another key that the value breaks (data.path in minio:// needs an endpoint)
-        if f"{key} " in problem.message:
-            return f"run parameter {name} ({key}) = {json.dumps(values.get(name))}: {problem.path}: {problem.message}"
-    return f"{problem.path}: {problem.message}"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The check step: exit code 2 and one line per broken rule, else 0."""
-    parser = argparse.ArgumentParser(prog=f"python -m {__name__}")
-    parser.add_argument("--executor_input", required=True)
-    parser.add_argument("--keys", required=True)
-    parser.add_argument("--config", required=True)
-    args = parser.parse_args(argv)
-    values = step_side.parameter_values(json.loads(args.executor_input))
-    keys = json.loads(args.keys)
-    problems = check(args.config, keys, values)
-    if problems:
-        return report_user_error("the run parameters of this run break the config's rules; no step ran:\n  " +
-                                 "\n  ".join(problems))
-    print("run parameters: " + ", ".join(f"{name}={json.dumps(values.get(name))}" for name in keys if name in values))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,7 +17,7 @@ import dataclasses
 import re
 
 from dtfx.pipeline.errors import UserError
-from dtfx.pipeline.kubeflow_config import DURATION_PATTERN, DURATION_WORDS
+from dtfx.pipeline.kubeflow.config import DURATION_PATTERN, DURATION_WORDS
 
 DURATION_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 # robfig/cron v1.2.0 parser.go parseDescriptor; @every is a periodic schedule: dtfx sends those as --every.

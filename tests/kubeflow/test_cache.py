@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dtfx.components import data_fingerprint
+from dtfx.components.example_gen import data_fingerprint
 from dtfx.components.names import PUSH_STAGE, RUN_RESULTS_ID, SERVING_FINGERPRINT_ID
 from dtfx.pipeline.kubeflow import run_form
 from dtfx.pipeline.kubeflow.rehearsal import cache, driver
 from dtfx.pipeline.kubeflow.rehearsal.object_store import local_s3_server
 from dtfx.pipeline.kubeflow.rehearsal.runner import rehearse
+from dtfx.pipeline.kubeflow.steps import data_fingerprint as data_fingerprint_step
 from tests.conftest import run_dtfx
 
 MODEL_SCHEMA = ("title: kfp.Model\ntype: object\nproperties:\n  framework:\n    type: string\n"
@@ -114,12 +115,12 @@ def test_the_step_writes_its_output_parameter_where_the_launcher_reads_it(tmp_pa
     parameters = {"input_base": str(tmp_path), "input_config": json.dumps({"splits": [{"pattern": "penguins.csv"}]})}
     executor_input = {"inputs": {"parameterValues": parameters}, "outputs": {"outputFile": str(output_file)}}
 
-    assert data_fingerprint.main(["--executor_input", json.dumps(executor_input)]) == 0
+    assert data_fingerprint_step.main(["--executor_input", json.dumps(executor_input)]) == 0
     (value,) = json.loads(output_file.read_text())["parameterValues"].values()
     assert value == data_fingerprint.fingerprint(str(tmp_path / "penguins.csv"))
 
     missing = {**executor_input, "inputs": {"parameterValues": {**parameters, "input_base": str(tmp_path / "none")}}}
-    assert data_fingerprint.main(["--executor_input", json.dumps(missing)]) == 2
+    assert data_fingerprint_step.main(["--executor_input", json.dumps(missing)]) == 2
     assert "no data file matches" in capsys.readouterr().err
 
 
@@ -149,7 +150,7 @@ def small_spec(path: Path, data: Path, learning_rate: str) -> Path:
                       "outputDefinitions": {"artifacts": {"model": artifact}}},
         },
         "deploymentSpec": {"executors": {
-            "exec-fingerprint": {"container": {"image": "dtfx", "command": ["python", "-m", data_fingerprint.__name__],
+            "exec-fingerprint": {"container": {"image": "dtfx", "command": ["python", "-m", data_fingerprint_step.__name__],
                                                "args": ["--executor_input", "{{$}}"]}},
             "exec-ingest": {"container": {"image": "dtfx", "command": [
                 "python", "-c", COPY, "{{$.inputs.parameters['data_fingerprint']}}",

@@ -19,8 +19,8 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from dtfx.pipeline.cli import main
 from dtfx.pipeline.config_base import INT32_MAX, INT64_MAX, UINT32_MAX
 from dtfx.pipeline.kubeflow.compiler import ENTRYPOINT, OPEN_SOURCE_EXECUTORS, open_source_problems
+from dtfx.pipeline.kubeflow.config import KFP_BACKENDS, image_reference_problem
 from dtfx.pipeline.kubeflow.platform import PLATFORM_FIELDS, backend_reads, field_paths
-from dtfx.pipeline.kubeflow_config import KFP_BACKENDS, image_reference_problem
 from tests.conftest import ROOT, assert_matches_golden, default_config, run_dtfx, set_key
 
 GOLDEN = ROOT / "tests" / "golden" / "kubeflow_penguins.yaml"
@@ -107,16 +107,16 @@ def test_every_step_runs_dtfx_entrypoint_from_the_image(spec):
         container = executor["container"]
         assert container["image"] == CLUSTER_KEYS["kubeflow.image"], label
         if label == "data_fingerprint_executor":  # not a TFX step: its own module, fed the executor input
-            assert container["command"] == ["python", "-m", "dtfx.components.data_fingerprint"], label
+            assert container["command"] == ["python", "-m", "dtfx.pipeline.kubeflow.steps.data_fingerprint"], label
             continue
         if label == "serving_fingerprint_executor":  # the same for the serving directory
-            assert container["command"] == ["python", "-m", "dtfx.components.baseline_model.serving_fingerprint"], label
+            assert container["command"] == ["python", "-m", "dtfx.pipeline.kubeflow.steps.serving_fingerprint"], label
             continue
         if label == "run_results_executor":  # not a TFX step: what the run page shows, fed the executor input
             assert container["command"] == ["python", "-m", "dtfx.components.run_results.step"], label
             continue
         if label == "check_parameters_executor":  # the config's rules over the run parameters, by dtfx's config model
-            assert container["command"] == ["python", "-m", "dtfx.pipeline.kubeflow.run_form"], label
+            assert container["command"] == ["python", "-m", "dtfx.pipeline.kubeflow.steps.check"], label
             continue
         assert container["command"] == ENTRYPOINT, label
         # The entrypoint types input artifacts from these input definitions (tensorflow/tfx#7768).

@@ -1,8 +1,8 @@
-"""dtfx.components.kfp_entrypoint: what Kubeflow's driver and launcher hand a step, as TFX's entrypoint can read it.
+"""dtfx.pipeline.kubeflow.steps.entrypoint: what Kubeflow's driver and launcher hand a step, as TFX's entrypoint can read it.
 
 Contract tests build the executor input of every step of the compiled penguins pipeline as each
 backend release writes it (dtfx.pipeline.kubeflow.rehearsal.driver) and check what TFX's own parsing makes
-of it after dtfx.components.kfp_executor_input prepared it.
+of it after dtfx.pipeline.kubeflow.steps.executor_input prepared it.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dtfx.components import kfp_executor_input, run_parameters
-from dtfx.components.kfp_executor_input import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, OUTPUT_TYPES_FLAG, prepare
+from dtfx.pipeline.kubeflow.config import KFP_BACKENDS
 from dtfx.pipeline.kubeflow.rehearsal import driver
-from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
+from dtfx.pipeline.kubeflow.steps import executor_input as step_input
+from dtfx.pipeline.kubeflow.steps import run_parameters
+from dtfx.pipeline.kubeflow.steps.executor_input import EXECUTOR_INPUT_FLAG, INPUTS_SPEC_FLAG, OUTPUT_TYPES_FLAG, prepare
 
 SCHEMA_TYPE = {"instanceSchema": "title: tfx.Schema\ntype: object\n"}
 STATISTICS_TYPE = {"instanceSchema": "title: tfx.ExampleStatistics\ntype: object\n"}
@@ -38,7 +39,7 @@ def executor_input_of(argv: list[str]) -> dict:
 
 def definitions(**titles: str) -> dict:
     """Output definitions as dtfx compiles them (TFX writes an instance schema)."""
-    return {key: {"artifactType": kfp_executor_input.tfx_type(title)} for key, title in titles.items()}
+    return {key: {"artifactType": step_input.tfx_type(title)} for key, title in titles.items()}
 
 
 def release(version: str) -> tuple[int, ...]:
@@ -99,7 +100,7 @@ def test_the_executor_output_names_the_uris_kubeflow_gave(tmp_path):
     output_file.parent.mkdir(parents=True)
     output_file.write_text(json.dumps(reported))
 
-    kfp_executor_input.finish(prepared)
+    step_input.finish(prepared)
 
     written = json.loads(output_file.read_text())["artifacts"]["schema"]["artifacts"][0]
     assert written == {"uri": remote, "metadata": {"a": 1}}
@@ -172,7 +173,7 @@ def penguins_steps(spec: dict, version: driver.Profile, local_root: Path) -> lis
             producer, output = source["taskOutputArtifact"]["producerTask"], source["taskOutputArtifact"]["outputArtifactKey"]
             definition = spec["components"][tasks[producer]["componentRef"]["name"]]["outputDefinitions"]["artifacts"][output]
             metadata = driver.recorded_metadata(version, output, {"span": 0.0}, session)
-            inputs[key] = driver.Artifact("12", f"{roots[producer]}/{output}", kfp_executor_input.type_title(
+            inputs[key] = driver.Artifact("12", f"{roots[producer]}/{output}", step_input.type_title(
                 definition["artifactType"]), metadata)
         parameters = {key: source["runtimeValue"]["constant"]
                       for key, source in task.get("inputs", {}).get("parameters", {}).items() if "runtimeValue" in source}
@@ -194,7 +195,7 @@ def test_tfx_reads_every_step_as_each_release_writes_it(penguins_spec, version, 
     tfx_steps = [step for step in steps if EXECUTOR_INPUT_FLAG in step[3]]  # data_fingerprint reads it itself
     assert len(tfx_steps) >= 8, [step[0] for step in steps]
     for name, inputs, executor_input, argv in tfx_steps:
-        declared = {key: kfp_executor_input.type_title(listed["artifacts"][0]["type"])
+        declared = {key: step_input.type_title(listed["artifacts"][0]["type"])
                     for key, listed in executor_input["outputs"]["artifacts"].items() if key != driver.EXECUTOR_LOGS}
 
         prepared = prepare(run_parameters.apply(argv), local_root=str(tmp_path / name))  # in the entrypoint's order
@@ -294,7 +295,7 @@ def test_a_steps_error_the_user_can_fix_ends_it_with_exit_2_and_one_line(tmp_pat
     from tests.conftest import ROOT
 
     executor_input = {"inputs": {}, "outputs": {"outputFile": str(tmp_path / "output_metadata.json")}}
-    done = subprocess.run([sys.executable, "-m", "dtfx.components.kfp_entrypoint", "--executor_class_path",
+    done = subprocess.run([sys.executable, "-m", "dtfx.pipeline.kubeflow.steps.entrypoint", "--executor_class_path",
                            f"{__name__}.RefusingExecutor", EXECUTOR_INPUT_FLAG, json.dumps(executor_input)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-3000:]

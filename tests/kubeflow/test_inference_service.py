@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from dtfx.components.names import PUSH_STAGE
+from dtfx.pipeline.kubeflow.config import KubeflowSection
 from dtfx.pipeline.kubeflow.inference_service import storage_uri
-from dtfx.pipeline.kubeflow_config import KubeflowSection
 from tests.conftest import default_config, run_dtfx, set_key
 from tests.kubeflow.test_compile import cli, cluster_config, write
 from tests.report.conftest import SHRINK

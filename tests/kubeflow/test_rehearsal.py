@@ -5,7 +5,7 @@ and rehearsed with their artifacts in an S3 server on 127.0.0.1 (tests/kubeflow/
 Their Transform and Trainer use `preprocessing_fn` and `run_fn` below, which the task
 subprocesses import as `tests.kubeflow.test_rehearsal` (the rehearsal puts the repository
 root on their PYTHONPATH, as an image would contain the project code). Containers start with
-dtfx's entrypoint, `dtfx.components.kfp_entrypoint`, which works around tensorflow/tfx#7768.
+dtfx's entrypoint, `dtfx.pipeline.kubeflow.steps.entrypoint`, which works around tensorflow/tfx#7768.
 """
 
 import csv

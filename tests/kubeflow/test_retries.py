@@ -11,8 +11,8 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from dtfx.pipeline.cli import main
 from dtfx.pipeline.errors import UserError
+from dtfx.pipeline.kubeflow.config import KubeflowSection
 from dtfx.pipeline.kubeflow.retries import apply_retries
-from dtfx.pipeline.kubeflow_config import KubeflowSection
 from tests.kubeflow.test_compile import cluster_config, write
 
 # A spec of three container tasks and one importer, as the compiler hands it over.

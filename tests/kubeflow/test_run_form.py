@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dtfx.components import kfp_entrypoint, run_parameters
-from dtfx.components.kfp_executor_input import EXECUTOR_INPUT_FLAG
 from dtfx.pipeline.cli import main
 from dtfx.pipeline.config import Threshold, TrainerSection
 from dtfx.pipeline.errors import UserError
-from dtfx.pipeline.kubeflow import platform, run_form
+from dtfx.pipeline.kubeflow import run_form
+from dtfx.pipeline.kubeflow.steps import check as check_step
+from dtfx.pipeline.kubeflow.steps import entrypoint, run_parameters
+from dtfx.pipeline.kubeflow.steps.executor_input import EXECUTOR_INPUT_FLAG
 from dtfx.pipeline.loader import load_config
 from tests.conftest import ROOT, run_dtfx
 from tests.kubeflow.fake_pipelines_api import FakePipelinesApi, serve
@@ -24,9 +25,9 @@ from tests.kubeflow.test_rehearse import penguins_csv
 
 
 def build(config):
-    from dtfx.pipeline.builder import build_pipeline
+    from dtfx.pipeline.kubeflow.compiler import build as compiled_build
 
-    return build_pipeline(config, training_job=platform.training_job_settings(config))
+    return compiled_build(config)
 
 
 def loaded(tmp_path: Path, **keys):
@@ -179,7 +180,7 @@ def test_the_step_writes_each_value_into_its_exec_property_and_hides_the_paramet
 def test_a_value_not_of_its_type_stops_the_step_with_exit_2(capsys):
     values = {"custom_config": "{}", "train_args": "{}", "trainer_learning_rate": 0.1, "trainer_train_steps": 2.5}
     with pytest.raises(SystemExit) as stopped:
-        kfp_entrypoint.main(step_argv(values, FORM))
+        entrypoint.main(step_argv(values, FORM))
     assert stopped.value.code == 2
     assert "run parameter trainer_train_steps: 2.5 is not an integer" in capsys.readouterr().err
 
@@ -193,15 +194,15 @@ def test_the_older_parameter_form_is_read():
 # --- the check step: the config's own rules ------------------------------------------------------------------------
 
 
-def check_step(tmp_path, values: dict) -> int:
+def run_check(tmp_path, values: dict) -> int:
     config = loaded(tmp_path)
     keys = {"trainer_learning_rate": {"key": "trainer.learning_rate", "type": "NUMBER_DOUBLE"},
             "evaluator_thresholds_accuracy_lower_bound": {"key": "evaluator.thresholds.accuracy.lower_bound",
                                                           "type": "NUMBER_DOUBLE"},
             "data_path": {"key": "data.path", "type": "STRING"}}
     executor_input = {"inputs": {"parameterValues": values}}
-    return run_form.main(["--executor_input", json.dumps(executor_input), "--keys", json.dumps(keys),
-                          "--config", run_form.config_text(config)])
+    return check_step.main(["--executor_input", json.dumps(executor_input), "--keys", json.dumps(keys),
+                            "--config", run_form.config_text(config)])
 
 
 @pytest.mark.parametrize("name, value, rule", [
@@ -215,13 +216,13 @@ def check_step(tmp_path, values: dict) -> int:
 ])
 def test_the_check_step_refuses_a_value_the_config_refuses_naming_the_parameter_and_the_rule(tmp_path, capsys, name, value,
                                                                                                rule):
-    assert check_step(tmp_path, {name: value}) == 2
+    assert run_check(tmp_path, {name: value}) == 2
     err = capsys.readouterr().err
     assert "no step ran" in err and rule in err and name in err, err
 
 
 def test_the_check_step_passes_the_defaults_and_good_values(tmp_path, capsys):
-    assert check_step(tmp_path, {"trainer_learning_rate": 0.05, "evaluator_thresholds_accuracy_lower_bound": 0.8}) == 0
+    assert run_check(tmp_path, {"trainer_learning_rate": 0.05, "evaluator_thresholds_accuracy_lower_bound": 0.8}) == 0
     assert "trainer_learning_rate=0.05" in capsys.readouterr().out
 
 
@@ -234,10 +235,10 @@ def test_the_check_step_of_each_checked_in_spec_passes_its_compiled_values_as_in
     # sends Beam's work to a cluster, while a rehearsal runs Beam in each step").
     spec = next(yaml.safe_load_all(compiled.read_text()))
     container = spec["deploymentSpec"]["executors"][f"{run_form.CHECK_STEP}_executor"]["container"]
-    assert container["command"] == ["python", "-m", run_form.__name__]
+    assert container["command"] == ["python", "-m", check_step.__name__]
     defaults = {name: entry["defaultValue"] for name, entry in spec["root"]["inputDefinitions"]["parameters"].items()}
     args = [json.dumps({"inputs": {"parameterValues": defaults}}) if arg == "{{$}}" else arg for arg in container["args"]]
-    assert run_form.main(args) == 0, capsys.readouterr().err
+    assert check_step.main(args) == 0, capsys.readouterr().err
 
 
 def test_the_config_compiled_into_the_check_step_loads_as_the_same_config(tmp_path):
@@ -364,11 +365,11 @@ def test_0_in_the_run_form_is_train_steps_null_for_the_check_step_and_for_tfx(tm
     config_text = run_form.config_text(loaded(tmp_path))
     steps = {"key": "trainer.train_steps", "type": "NUMBER_INTEGER"}
     keys = {"trainer_train_steps": {**steps, "zero_is_null": True}}
-    assert run_form.check(config_text, keys, {"trainer_train_steps": 0}) == []
-    assert run_form.check(config_text, keys, {"trainer_train_steps": 25}) == []
-    (negative,) = run_form.check(config_text, keys, {"trainer_train_steps": -3})
+    assert check_step.check(config_text, keys, {"trainer_train_steps": 0}) == []
+    assert check_step.check(config_text, keys, {"trainer_train_steps": 25}) == []
+    (negative,) = check_step.check(config_text, keys, {"trainer_train_steps": -3})
     assert negative.startswith("run parameter trainer_train_steps (trainer.train_steps) = -3: "), negative
-    (zero,) = run_form.check(config_text, {"trainer_train_steps": steps}, {"trainer_train_steps": 0})
+    (zero,) = check_step.check(config_text, {"trainer_train_steps": steps}, {"trainer_train_steps": 0})
     assert "greater than 0" in zero, "only a key whose null the form holds as 0 reads 0 so"
 
     argv = run_parameters.apply(step_argv({"train_args": '{\n  "num_steps": 300\n}', "trainer_train_steps": 0},
@@ -393,8 +394,8 @@ def test_a_forest_s_form_offers_its_own_keys_and_its_check_step_passes_them(tmp_
                              "evaluator_thresholds_accuracy_lower_bound", "data_path"]
     assert by_name["trainer_model_num_trees"].targets == (run_form.Target("train", "custom_config", ("model", "num_trees")),)
     keys = {parameter.name: {"key": parameter.key, "type": parameter.type} for parameter in form.parameters}
-    check = lambda values: run_form.main(["--executor_input", json.dumps({"inputs": {"parameterValues": values}}),  # noqa: E731
-                                          "--keys", json.dumps(keys), "--config", run_form.config_text(config)])
+    check = lambda values: check_step.main(["--executor_input", json.dumps({"inputs": {"parameterValues": values}}),  # noqa: E731
+                                            "--keys", json.dumps(keys), "--config", run_form.config_text(config)])
     assert check({"trainer_model_shrinkage": 0.05, "trainer_model_num_trees": 100}) == 0
     assert check({"trainer_model_shrinkage": 2.0}) == 2
     assert "run parameter trainer_model_shrinkage (trainer.model.shrinkage) = 2.0: should be at most 1, not 2.0" in \

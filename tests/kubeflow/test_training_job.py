@@ -18,11 +18,11 @@ import yaml
 from dtfx.components.errors import TrainingError
 from dtfx.components.trainer.distributed import cluster
 from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.kubernetes import manifest
-from dtfx.components.trainer.kubernetes import training as kubernetes_training
-from dtfx.components.trainer.kubernetes.api import AlreadyExists, KubernetesApi
 from dtfx.components.trainer.options import TrainerOptions
 from dtfx.pipeline.kubeflow.rehearsal.object_store import local_s3_server
+from dtfx.pipeline.kubeflow.steps.training_job import launcher as kubernetes_training
+from dtfx.pipeline.kubeflow.steps.training_job import manifest
+from dtfx.pipeline.kubeflow.steps.training_job.api import AlreadyExists, KubernetesApi
 from tests.conftest import ROOT, assert_matches_golden
 from tests.kubeflow.fake_kubernetes import FakeKubernetes
 from tests.kubeflow.test_compile import PLACEMENT, cli, cluster_config, normalised, write
@@ -104,10 +104,10 @@ def test_a_trainjob_node_builds_the_tf_config_the_local_cluster_gives(tmp_path, 
     addresses = [f"dtfx-train-abc-node-0-{index}.dtfx-train-abc:2222" for index in range(6)]
     expected = cluster.tf_configs(tasks, addresses)
     for index in range(6):
-        assert manifest.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": str(index)}) == expected[index]
+        assert cluster.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": str(index)}) == expected[index]
     assert expected[5]["task"] == {"type": "evaluator", "index": 0} and "evaluator" not in expected[5]["cluster"]
-    assert manifest.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": "0", "TF_CONFIG": "{}"}) is None
-    assert manifest.tf_config_from_environment({"JOB_COMPLETION_INDEX": "0"}) is None
+    assert cluster.tf_config_from_environment({**env, "JOB_COMPLETION_INDEX": "0", "TF_CONFIG": "{}"}) is None
+    assert cluster.tf_config_from_environment({"JOB_COMPLETION_INDEX": "0"}) is None
 
 
 @pytest.mark.parametrize(("keys", "where", "message"), [
@@ -249,6 +249,20 @@ def test_options_carry_the_job_settings_only_when_compiled_for_kubeflow(tmp_path
     assert kubernetes_training.through_kubernetes_job(options)
     assert json.loads(options.to_json()) == options.to_dict()
     assert kubernetes_training.job_name(job).startswith("dtfx-train-") and len(kubernetes_training.job_name(job)) == 23
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_train_step_of_a_training_job_runs_the_launchers_run_fn(tmp_path, capsys, case):
+    """dtfx.components never imports the Kubeflow package: compiled with a job, the Trainer's run_fn is named by path
+    (as TFX names it), the launcher's, which comes back to the Trainer's own run_fn for what is not the job's."""
+    _, pipeline, _, _ = compile_case(tmp_path, capsys, case)
+    run_fn = pipeline["root"]["dag"]["tasks"]["train"]["inputs"]["parameters"]["run_fn"]["runtimeValue"]["constant"]
+    assert run_fn == f"{kubernetes_training.__name__}.run_fn"
+    config = write(tmp_path / "one.yaml", cluster_config())
+    assert cli(capsys, "compile", str(config), "-o", str(tmp_path / "one.yaml.out.yaml"))[0] == 0
+    one, _ = yaml.safe_load_all((tmp_path / "one.yaml.out.yaml").read_text())
+    assert one["root"]["dag"]["tasks"]["train"]["inputs"]["parameters"]["run_fn"]["runtimeValue"]["constant"] == (
+        "dtfx.components.trainer.run_fn.run_fn")
 
 
 def test_a_rehearsal_runs_the_training_processes_on_this_machine(tmp_path, monkeypatch):

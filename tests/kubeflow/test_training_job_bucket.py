@@ -15,11 +15,10 @@ import pytest
 import yaml
 
 from dtfx.components import buckets
-from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.kubernetes import manifest
-from dtfx.components.trainer.kubernetes import training as kubernetes_training
-from dtfx.components.trainer.kubernetes.api import KubernetesApi
+from dtfx.components.trainer.job import POD_JOB_DIR, TrainingJob
 from dtfx.components.trainer.stats import TrainStats
+from dtfx.pipeline.kubeflow.steps.training_job import launcher as kubernetes_training
+from dtfx.pipeline.kubeflow.steps.training_job.api import KubernetesApi
 from tests.kubeflow.fake_kubernetes import FakeKubernetes
 from tests.kubeflow.test_compile import cli, cluster_config, write
 from tests.kubeflow.test_training_job_runs import TRAINING_SECONDS, ends_within
@@ -115,7 +114,7 @@ def test_a_job_trains_through_the_bucket_and_the_step_gets_the_model(tmp_path, p
                 "the manifest gives the pods the store's endpoint"
             assert fake.deleted == [name] and fake.processes_left() == []
     finally:  # the pods' emptyDir, which pods that are processes of this machine share
-        shutil.rmtree(Path(manifest.POD_JOB_DIR) / name, ignore_errors=True)
+        shutil.rmtree(Path(POD_JOB_DIR) / name, ignore_errors=True)
 
     assert (Path(job.serving_model_dir) / "saved_model.pb").exists()
     assert TrainStats.read(job.model_run_dir).cluster == cluster
@@ -141,7 +140,7 @@ def test_a_rehearsed_job_trains_here_with_its_files_through_the_bucket(tmp_path,
     try:
         kubernetes_training.train_here_through_store(job, options)
     finally:
-        shutil.rmtree(Path(manifest.POD_JOB_DIR) / name, ignore_errors=True)
+        shutil.rmtree(Path(POD_JOB_DIR) / name, ignore_errors=True)
 
     assert (Path(job.serving_model_dir) / "saved_model.pb").exists(), "the chief uploaded it, the step downloaded it"
     assert TrainStats.read(job.model_run_dir).cluster == {"worker": 2}

@@ -23,9 +23,9 @@ import pytest
 from dtfx.components.errors import TrainingError
 from dtfx.components.processes import die_with_parent
 from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.kubernetes import training as kubernetes_training
-from dtfx.components.trainer.kubernetes.api import KubernetesApi
 from dtfx.components.trainer.stats import TrainStats
+from dtfx.pipeline.kubeflow.steps.training_job import launcher as kubernetes_training
+from dtfx.pipeline.kubeflow.steps.training_job.api import KubernetesApi
 from tests.kubeflow.fake_kubernetes import FakeKubernetes
 from tests.kubeflow.test_compile import cluster_config, write
 
@@ -35,8 +35,8 @@ TRAINING_SECONDS = 240  # far above a good run's; a task that waits for one that
 STEP = """
 import sys
 from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.kubernetes import training
-from dtfx.components.trainer.kubernetes.api import KubernetesApi
+from dtfx.pipeline.kubeflow.steps.training_job import launcher as training
+from dtfx.pipeline.kubeflow.steps.training_job.api import KubernetesApi
 from dtfx.components.trainer.options import TrainerOptions
 job = TrainingJob.from_json(sys.argv[1])
 training.train(job, TrainerOptions.from_dict(job.custom_config), KubernetesApi(sys.argv[2], sys.argv[3]))

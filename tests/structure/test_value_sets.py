@@ -301,7 +301,7 @@ def test_the_label_rule_has_one_home(code):
     ("kubeflow.service_account", "Data_Claim", "kubeflow.service_account"),
 ])
 def test_every_kubernetes_name_is_refused_in_the_same_words(write_config, key, value, path):
-    from dtfx.pipeline.kubeflow_config import KUBERNETES_NAME_WORDS
+    from dtfx.pipeline.kubeflow.config import KUBERNETES_NAME_WORDS
 
     with pytest.raises(ConfigError) as raised:
         load_config(str(write_config(**{key.replace(".", "__"): value})), check_data=False)
@@ -311,7 +311,7 @@ def test_every_kubernetes_name_is_refused_in_the_same_words(write_config, key, v
 
 def test_a_kubernetes_name_is_one_type():
     """The fields that name Kubernetes objects share one annotated type, not a check each."""
-    tree = parsed(ROOT / "pipeline" / "kubeflow_config.py")
+    tree = parsed(ROOT / "pipeline" / "kubeflow" / "config.py")
     readers = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == "KUBERNETES_NAME_WORDS"
                and isinstance(node.ctx, ast.Load)]
     assert len(readers) == 1, f"KUBERNETES_NAME_WORDS is read at lines {readers}: check a name with KubernetesName"

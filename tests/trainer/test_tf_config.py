@@ -14,7 +14,7 @@ import pytest
 
 from dtfx.components.trainer import worker
 from dtfx.components.trainer.distributed import cluster
-from dtfx.components.trainer.kubernetes import manifest
+from dtfx.pipeline.kubeflow.steps.training_job import manifest
 from tests.kubeflow.fake_kubernetes import operator_tf_config
 
 JOB, NAMESPACE = "dtfx-train-abc", "team-a"
@@ -71,9 +71,9 @@ def test_the_entrypoint_sets_tensorflows_tf_config_from_the_operators_and_names_
 
 def test_a_trainjob_node_and_a_process_outside_any_cluster():
     tasks = cluster.tasks({"strategy": "parameter_server", "workers": 1, "parameter_servers": 1}, sidecar=True)
-    environ = {manifest.ROLES_ENV: json.dumps([[task.role, task.index] for task in tasks]),
-               manifest.ADDRESSES_ENV: json.dumps([f"n-{index}:2222" for index in range(4)]),
-               manifest.INDEX_ENV: "0"}
+    environ = {cluster.ROLES_ENV: json.dumps([[task.role, task.index] for task in tasks]),
+               cluster.ADDRESSES_ENV: json.dumps([f"n-{index}:2222" for index in range(4)]),
+               cluster.INDEX_ENV: "0"}
     assert worker.set_tf_config(environ) == "chief"
     assert json.loads(environ["TF_CONFIG"])["cluster"] == {"chief": ["n-0:2222"], "worker": ["n-1:2222"], "ps": ["n-2:2222"]}
     environ = {}

@@ -15,15 +15,21 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from dtfx.components.registry.strategies import STRATEGIES
 from dtfx.components.trainer.job import TrainingJob
 
+# A TrainJob (Kubeflow Trainer v2) has no TensorFlow plugin: its nodes get the cluster's roles and addresses in the
+# environment (dtfx.pipeline.kubeflow.steps.training_job.manifest), and each builds TF_CONFIG from them and its index.
+ROLES_ENV = "DTFX_CLUSTER_ROLES"
+ADDRESSES_ENV = "DTFX_NODE_ADDRESSES"
+INDEX_ENV = "JOB_COMPLETION_INDEX"  # set by Kubernetes in every pod of an indexed job
 EVALUATOR = "evaluator"  # TensorFlow's task type of the sidecar evaluator, and the operator's, lower-cased
 
 
@@ -85,6 +91,15 @@ def tf_configs(cluster_tasks: list[Task], addresses: list[str]) -> list[dict]:
         cluster.setdefault(task.role, []).append(address)
     return [without_evaluator({"cluster": cluster, "task": {"type": task.role, "index": task.index}})
             for task in cluster_tasks]
+
+
+def tf_config_from_environment(environ: Mapping[str, str]) -> dict | None:
+    """The TF_CONFIG of this node of a TrainJob (v2), from the roles and addresses the job lists and the node's
+    completion index; None when the environment is not a TrainJob node's, or TF_CONFIG is given already."""
+    if "TF_CONFIG" in environ or ROLES_ENV not in environ:
+        return None
+    roles = [Task(role, index, finishes=True) for role, index in json.loads(environ[ROLES_ENV])]
+    return tf_configs(roles, json.loads(environ[ADDRESSES_ENV]))[int(environ[INDEX_ENV])]
 
 
 def without_evaluator(tf_config: dict) -> dict:

@@ -57,8 +57,8 @@ BUCKET_OUTPUTS = "outputs"  # in a rehearsal's workdir: copies of the pipeline's
 def rehearse_command(args) -> int:
     """`dtfx rehearse`: compiles, then runs the compiled file here as a cluster would, artifacts in a local S3 server."""
     from dtfx.pipeline import layout, run_lock
+    from dtfx.pipeline.kubeflow.config import KFP_BACKENDS
     from dtfx.pipeline.kubeflow.image import environment_problems, image_environment
-    from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
     from dtfx.pipeline.loader import load_config
 
     _check_rehearsal_modules(own_server=not args.s3_endpoint)
@@ -131,6 +131,7 @@ def _checked_config(args, uploads: list[tuple[str, str]]):
     """The config to rehearse, with its pipeline root, checked as the rehearsal needs it before anything runs; and
     whether its data is in a bucket (read from the rehearsal's store once it is there). UserError where it cannot be."""
     from dtfx.pipeline.kubeflow.checks import REHEARSAL, cluster_problems
+    from dtfx.pipeline.kubeflow.rehearsal.environment import module_directory
     from dtfx.pipeline.loader import load_config
 
     # Here the "cluster" is this machine: the data must exist here, and relative paths are taken from
@@ -141,7 +142,7 @@ def _checked_config(args, uploads: list[tuple[str, str]]):
     if not data_in_bucket:
         config = load_config(args.config, args.overrides, check_serving=False)
     config = _with_root(config)
-    problems = cluster_problems(config, args.config, REHEARSAL)
+    problems = cluster_problems(config, args.config, REHEARSAL, module_directory())
     if problems:
         raise ConfigError(args.config, problems)
     return config, data_in_bucket

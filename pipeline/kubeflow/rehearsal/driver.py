@@ -4,7 +4,7 @@ Before each step, KFP's driver resolves the step's inputs, chooses the URIs of i
 hands the step an ExecutorInput (JSON, through the `{{$}}` placeholder); after it, the launcher
 uploads the outputs and records them in ML Metadata, where the next steps' drivers read them.
 What they write changed between backend releases, and dtfx's entrypoint must read every form
-(dtfx.components.kfp_executor_input). `dtfx rehearse --kfp-version` and the entrypoint's contract
+(dtfx.pipeline.kubeflow.steps.executor_input). `dtfx rehearse --kfp-version` and the entrypoint's contract
 tests build them here, from a `Profile` per release in `kubeflow.kfp_version`'s list
 (KFP_BACKENDS). `profile()` derives each from one table of "since which release" facts, read in
 kubeflow/pipelines at the newest patch tag of each release (2.0.5, 2.1.0, 2.2.0, 2.3.0, 2.4.1,
@@ -27,8 +27,8 @@ import json
 import os
 import uuid
 
-from dtfx.components.kfp_executor_input import local_path_for_uri
-from dtfx.pipeline.kubeflow_config import KFP_BACKENDS
+from dtfx.components.buckets import local_path_for_uri
+from dtfx.pipeline.kubeflow.config import KFP_BACKENDS
 
 NEWEST = KFP_BACKENDS[-1]
 EXECUTOR_LOGS = "executor-logs"

@@ -14,11 +14,11 @@ import os
 from pathlib import Path
 
 from dtfx.components import buckets
-from dtfx.components.kfp_executor_input import LOCAL_ROOT_ENV
-from dtfx.components.trainer.kubernetes.training import LOCAL_PROCESSES_ENV
+from dtfx.components.buckets import LOCAL_ROOT_ENV
 from dtfx.pipeline.kubeflow.image import ImageEnvironment, pod_environment
 from dtfx.pipeline.kubeflow.rehearsal import driver
 from dtfx.pipeline.kubeflow.rehearsal.object_store import ObjectStore
+from dtfx.pipeline.kubeflow.steps.training_job.launcher import LOCAL_PROCESSES_ENV
 
 
 def store_environment(store: ObjectStore, region: str | None = None) -> dict[str, str]:

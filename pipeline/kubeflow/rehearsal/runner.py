@@ -36,14 +36,16 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
+from dtfx.components.buckets import LAUNCHER_MOUNTS, local_path_for_uri
 from dtfx.components.errors import USER_ERROR_EXIT, user_error_in_log
-from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS, local_path_for_uri, type_title
 from dtfx.pipeline.kubeflow.image import ImageEnvironment, image_environment
 from dtfx.pipeline.kubeflow.rehearsal import cache, driver
 from dtfx.pipeline.kubeflow.rehearsal.environment import process_environment
 from dtfx.pipeline.kubeflow.rehearsal.object_store import LauncherError, ObjectStore, is_store_uri
 from dtfx.pipeline.kubeflow.rehearsal.report import REPORT_FILE, RehearsalResult, TaskRun, check_run_page, write_report
 from dtfx.pipeline.kubeflow.rehearsal.spec import check_rehearsable, load_spec, platform_executors, topological_order
+from dtfx.pipeline.kubeflow.spec import PipelineSpec
+from dtfx.pipeline.kubeflow.steps.executor_input import type_title
 from dtfx.pipeline.tensorflow_logs import without_noise
 
 PYTHON_COMMANDS = {"python", "python3"}
@@ -89,7 +91,7 @@ def rehearse(
     store.ensure_bucket(pipeline_root)
     run = _Run(spec, workdir, store, pipeline_root, version, on_task, python, metadata, metadata.new_run(),
                platform_executors(pipeline_spec_path), image, parameters)
-    order = topological_order(spec["root"]["dag"]["tasks"])
+    order = topological_order(run.spec.tasks)
     try:
         for name in order:
             if not run.run_task(name):
@@ -104,7 +106,7 @@ def rehearse(
     shown, failure = check_run_page(run.outputs, run.failure, store)
     result = RehearsalResult(not failure, run.tasks + skipped, pipeline_root, failure, run.run_id, shown,
                              list(run.stand_ins), run.user_error)
-    write_report(Path(pipeline_spec_path).parent / REPORT_FILE, result, spec["pipelineInfo"]["name"], version.version)
+    write_report(Path(pipeline_spec_path).parent / REPORT_FILE, result, run.spec.name, version.version)
     return result
 
 
@@ -113,7 +115,7 @@ class _Run:
 
     def __init__(self, spec, workdir, store, pipeline_root, version, on_task, python, metadata=None, run_id=cache.FIRST_RUN,
                  platform_executors=None, image: ImageEnvironment | None = None, run_parameters: dict | None = None):
-        self.spec = spec
+        self.spec = PipelineSpec(spec)
         self.workdir = workdir
         self.store = store
         self.pipeline_root = pipeline_root
@@ -134,9 +136,9 @@ class _Run:
 
     def run_task(self, name: str) -> bool:
         """Runs task `name`; returns whether it succeeded."""
-        task = self.spec["root"]["dag"]["tasks"][name]
-        component = self.spec["components"][task["componentRef"]["name"]]
-        executor = self.spec["deploymentSpec"]["executors"][component["executorLabel"]]
+        task = self.spec.tasks[name]
+        component = self.spec.component_of(name)
+        executor = self.spec.executor_of(name)
         log_path = self.workdir / "logs" / f"{name}.log"
         start = time.monotonic()
         fingerprint, cached = "", None
@@ -190,7 +192,7 @@ class _Run:
         pod = self.workdir / "pods" / name
         pod.mkdir(parents=True, exist_ok=True)  # the step's working directory, also for a step without artifacts
         definitions = component.get("outputDefinitions", {}).get("artifacts", {})
-        root = driver.task_root(self.version, self.pipeline_root, self.spec["pipelineInfo"]["name"], self.run_id, name)
+        root = driver.task_root(self.version, self.pipeline_root, self.spec.name, self.run_id, name)
         executor_input = driver.executor_input(self.version, inputs, parameters, definitions, root, str(pod))
         for key, artifact in inputs.items():  # the launcher, before the step
             if is_store_uri(artifact.uri):
@@ -261,7 +263,7 @@ class _Run:
     def _parameters(self, task: dict) -> dict:
         # The driver resolves a pipeline input from the run's runtime config, else from the spec's default.
         defaults = {key: self.run_parameters.get(key, value.get("defaultValue"))
-                    for key, value in self.spec["root"].get("inputDefinitions", {}).get("parameters", {}).items()}
+                    for key, value in self.spec.root_inputs().items()}
         values = {}
         for key, source in task.get("inputs", {}).get("parameters", {}).items():
             if "componentInputParameter" in source:

@@ -12,6 +12,8 @@ import os
 
 import yaml
 
+from dtfx.pipeline.kubeflow.spec import PipelineSpec
+
 
 class RehearsalError(Exception):
     """The compiled pipeline cannot be rehearsed; the message names each offending task and says why."""
@@ -26,11 +28,11 @@ def load_spec(path: str | os.PathLike) -> dict:
 def check_rehearsable(spec: dict) -> None:
     """Raises RehearsalError, naming every offending task, for what open-source Kubeflow cannot run either:
     resolver nodes, deprecated constants; and for sub-DAGs, conditions and loops, which dtfx never compiles."""
+    pipeline = PipelineSpec(spec)
     problems = []
-    executors = spec["deploymentSpec"]["executors"]
-    for name, task in sorted(spec["root"]["dag"]["tasks"].items()):
-        component = spec["components"][task["componentRef"]["name"]]
-        if "resolver" in executors.get(component.get("executorLabel"), {}):
+    for name, task in sorted(pipeline.tasks.items()):
+        component = pipeline.component_of(name)
+        if "resolver" in pipeline.executors.get(component.get("executorLabel"), {}):
             problems.append(
                 f"task {name!r} is a resolver node: resolver nodes only run on Vertex AI; open-source KFP cannot run them"
             )
@@ -46,8 +48,8 @@ def check_rehearsable(spec: dict) -> None:
                 f"task {name!r} passes {', '.join(legacy)} as deprecated `constantValue`s (PipelineSpec schema "
                 f"{spec.get('schemaVersion')}): compile with KubeflowV2DagRunnerConfig(use_pipeline_spec_2_1=True)"
             )
-        if task.get("triggerPolicy", {}).get("condition") or "iterator" in task or "parameterIterator" in task:
-            problems.append(f"task {name!r} runs under a condition or in a loop, which a rehearsal cannot run")
+    problems += [f"task {name!r} runs under a condition or in a loop, which a rehearsal cannot run"
+                 for name in pipeline.conditional_or_looped_tasks()]
     if problems:
         raise RehearsalError("The compiled pipeline cannot be rehearsed:\n- " + "\n- ".join(problems))
 

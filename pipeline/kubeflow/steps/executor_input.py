@@ -39,14 +39,12 @@ from collections.abc import Callable
 
 import yaml
 
+from dtfx.components.buckets import LOCAL_ROOT_ENV, local_path_for_uri
+
 EXECUTOR_INPUT_FLAG = "--json_serialized_invocation_args"
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"
 # Added by `dtfx compile` from each step's output definitions; TFX's entrypoint never sees it.
 OUTPUT_TYPES_FLAG = "--dtfx_output_types"
-# Where the launcher's local paths start: `/` in a pod. A rehearsal gives each step a directory of its own.
-LOCAL_ROOT_ENV = "DTFX_LAUNCHER_LOCAL_ROOT"
-# The launcher's local path prefix per URI scheme (kubeflow/pipelines backend/src/v2/component, LocalPathForURI).
-LAUNCHER_MOUNTS = {"gs://": "gcs", "s3://": "s3", "minio://": "minio"}
 
 
 # Beam runners whose workers run outside the step's pod, where its local files are out of reach.
@@ -66,14 +64,6 @@ class PreparedStep:
     output_file: str
     remote_uris: dict[str, str]
     direct_outputs: list[str] = dataclasses.field(default_factory=list)
-
-
-def local_path_for_uri(uri: str, root: str = "/") -> str:
-    """The local path Kubeflow's launcher gives an artifact URI; a URI of another scheme (a local path) is kept."""
-    for scheme, mount in LAUNCHER_MOUNTS.items():
-        if uri.startswith(scheme):
-            return os.path.join(root, mount, uri[len(scheme):])
-    return uri
 
 
 def type_title(artifact_type: dict | None) -> str | None:

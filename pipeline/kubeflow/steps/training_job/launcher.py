@@ -1,16 +1,16 @@
 """Training in the pods of a Kubernetes job: what the train step does on Kubeflow when the strategy needs several
 processes (multi_worker_mirrored with workers > 1, parameter_server).
 
-A Kubeflow Pipelines step is one pod, so the step creates a TFJob or TrainJob (dtfx.components.trainer.kubernetes.manifest),
-waits for it, streams its chief's log into its own, and fails when a pod of it fails, naming it. The data and the
-model pass through the job's staging directory: on the training volume, which the step and the job's pods mount, or,
-without one, in the store under the pipeline root, from which each pod downloads its inputs and to which the chief
-uploads the model (dtfx.components.trainer.worker). The step copies its inputs to `<staging>/inputs`, the chief writes
-`<staging>/outputs`, the step copies them into its own output artifacts, which Kubeflow's launcher then uploads as for
-any step. However the step ends, it deletes the job (and so its pods) and the staging directory; if the step's pod
-itself is deleted, Kubernetes deletes the job, which the pod owns. A retry of the step (kubeflow.retries) whose
-earlier attempt was killed before it could delete its job finds that job under the same name, deletes it and creates
-it again.
+A Kubeflow Pipelines step is one pod, so the step (whose run_fn is `run_fn` here) creates a TFJob or TrainJob
+(dtfx.pipeline.kubeflow.steps.training_job.manifest), waits for it, streams its chief's log into its own, and fails
+when a pod of it fails, naming it. The data and the model pass through the job's staging directory: on the training
+volume, which the step and the job's pods mount, or, without one, in the store under the pipeline root, from which
+each pod downloads its inputs and to which the chief uploads the model (dtfx.components.trainer.worker). The step
+copies its inputs to `<staging>/inputs`, the chief writes `<staging>/outputs`, the step copies them into its own
+output artifacts, which Kubeflow's launcher then uploads as for any step. However the step ends, it deletes the job
+(and so its pods) and the staging directory; if the step's pod itself is deleted, Kubernetes deletes the job, which
+the pod owns. A retry of the step (kubeflow.retries) whose earlier attempt was killed before it could delete its job
+finds that job under the same name, deletes it and creates it again.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from collections.abc import Iterator
 
 from dtfx.components import buckets
 from dtfx.components.errors import TrainingError
-from dtfx.components.trainer.distributed.cluster import Task, role_counts, tasks
+from dtfx.components.trainer.distributed.cluster import Task, needs_processes, role_counts, tasks
 from dtfx.components.trainer.job import TrainingJob
-from dtfx.components.trainer.kubernetes.api import AlreadyExists, KubernetesApi, UnknownFields
-from dtfx.components.trainer.kubernetes.manifest import OPERATORS, JobSettings, Operator, manifest, unknown_fields_message
 from dtfx.components.trainer.options import TrainerOptions
+from dtfx.pipeline.kubeflow.steps.training_job.api import AlreadyExists, KubernetesApi, UnknownFields
+from dtfx.pipeline.kubeflow.steps.training_job.manifest import OPERATORS, JobSettings, Operator, manifest, unknown_fields_message
 
 # Set by `dtfx rehearse`: the compiled train step starts the training's processes on this machine instead.
 LOCAL_PROCESSES_ENV = "DTFX_TRAINING_PROCESSES"
@@ -44,6 +44,25 @@ JOB_FILE = "job.json"  # in the staging directory: the job as the pods see it (s
 # each within its termination grace period. Well above that; a finalizer that no controller removes, or a pod on a lost
 # node, would hold it for good, and the step says so rather than wait.
 LEFTOVER_GONE_SECONDS = 300.0
+
+
+def run_fn(fn_args) -> None:
+    """The Trainer's run_fn when compiled with a training job (the builder names it, as TFX names a run_fn by its
+    path, so that dtfx.components never imports Kubeflow's code): the processes of the strategy in a job's pods, or,
+    rehearsed without a training volume, here with the job's files in the store. Everything else (a forest, a
+    rehearsal with a volume) trains as without a job (dtfx.components.trainer.run_fn)."""
+    from dtfx.components.registry.models import MODEL_TYPES
+    from dtfx.components.trainer import run_fn as trainer
+
+    job = TrainingJob.from_fn_args(fn_args)
+    options = TrainerOptions.from_dict(job.custom_config)
+    in_processes = MODEL_TYPES.get(options.model_type).trains_as != "forest" and needs_processes(options.distribution)
+    if in_processes and through_kubernetes_job(options):
+        train(job, options)
+    elif in_processes and rehearsed_through_store(options):
+        train_here_through_store(job, options)
+    else:
+        trainer.run_fn(fn_args)
 
 
 def through_kubernetes_job(options: TrainerOptions) -> bool:

@@ -11,11 +11,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from dtfx.components.buckets import ENDPOINT_REGION
-from dtfx.components.kfp_executor_input import LAUNCHER_MOUNTS
+from dtfx.components.buckets import ENDPOINT_REGION, LAUNCHER_MOUNTS
 from dtfx.components.names import TRAIN_STAGE
-from dtfx.components.trainer.kubernetes.manifest import OPERATORS
 from dtfx.pipeline.config_base import INT32_MAX, NonNegativeInt64, PositiveInt32, PositiveInt64, Section, plain_pattern
+from dtfx.pipeline.kubeflow.steps.training_job.manifest import OPERATORS
 
 MEMORY_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|K|M|G|T)$")
 # The stores Kubeflow's launcher moves artifacts from and to.

@@ -1,16 +1,16 @@
 """Container entrypoint of every dtfx step on Kubeflow: TFX's own, fed what Kubeflow's driver and launcher give.
 
-Run as `python -m dtfx.components.kfp_entrypoint <TFX entrypoint arguments>`; the compiled
+Run as `python -m dtfx.pipeline.kubeflow.steps.entrypoint <TFX entrypoint arguments>`; the compiled
 pipeline starts every container that way.
 
 Before TFX's entrypoint (`kubeflow_v2_run_executor`) runs, unchanged: the run parameters a user
 may have set in the run form are written into the exec properties that hold their keys
-(dtfx.components.run_parameters; the pipeline's first step checked them with the config's rules),
+(dtfx.pipeline.kubeflow.steps.run_parameters; the pipeline's first step checked them with the config's rules),
 and the executor input is made into one TFX 1.16 can read, with every artifact typed as declared and at the
-launcher's local path (dtfx.components.kfp_executor_input). After it succeeds, the executor
+launcher's local path (dtfx.pipeline.kubeflow.steps.executor_input). After it succeeds, the executor
 output names the artifacts by the URIs Kubeflow gave them again.
 
-Being part of `dtfx.components`, it also picks tf_keras before TensorFlow loads.
+Importing it imports `dtfx.pipeline`, which picks tf_keras (dtfx.components) before TensorFlow loads.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from __future__ import annotations
 import runpy
 import sys
 
-from dtfx.components import garbage_collection, kfp_executor_input, run_parameters
+from dtfx.components import garbage_collection
 from dtfx.components.compat import skip_tfx_sdist
 from dtfx.components.errors import StepError, report_user_error
+from dtfx.pipeline.kubeflow.steps import executor_input, run_parameters
 
 TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
         argv = run_parameters.apply(sys.argv[1:] if argv is None else argv)
     except ValueError as error:
         raise SystemExit(report_user_error(str(error))) from None
-    prepared = kfp_executor_input.prepare(argv)
+    prepared = executor_input.prepare(argv)
     skip_tfx_sdist()
     garbage_collection.collect_less_often()
     sys.argv = [TFX_ENTRYPOINT, *prepared.argv]
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
             raise
     except StepError as error:  # what the user can fix (the data, a bucket, a setting): said plainly, as dtfx run says it
         raise SystemExit(report_user_error(str(error))) from None
-    kfp_executor_input.finish(prepared)
+    executor_input.finish(prepared)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 
-from dtfx.components.kfp_executor_input import EXECUTOR_INPUT_FLAG
+from dtfx.pipeline.kubeflow.steps.executor_input import EXECUTOR_INPUT_FLAG
 
 RUN_PARAMETERS_FLAG = "--dtfx_run_parameters"
 # A config value's Python type, and the KFP parameter type of a run parameter holding it (bool before int: a bool is one).

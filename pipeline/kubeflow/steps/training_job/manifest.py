@@ -12,7 +12,7 @@ Who tells a pod its role:
 - v1: the Training Operator sets TF_CONFIG in each pod, from the replica specs (Chief, Worker, PS, Evaluator).
 - v2: Kubeflow Trainer runs every pod as a node of one indexed job and has no TensorFlow plugin, so the job lists
   the role of each node and every node's address (its JobSet DNS name) in the environment, and the entrypoint
-  builds TF_CONFIG from that and its completion index (`tf_config_from_environment`).
+  builds TF_CONFIG from that and its completion index (cluster.tf_config_from_environment).
 """
 
 from __future__ import annotations
@@ -20,21 +20,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Mapping
 from typing import Any
 
 from dtfx.components.step_options import StepOptions
-from dtfx.components.trainer.distributed.cluster import Task, role_counts, tf_configs
+from dtfx.components.trainer.distributed.cluster import ADDRESSES_ENV, ROLES_ENV, Task, role_counts
+from dtfx.components.trainer.job import POD_JOB_DIR
 
 PORT = 2222  # the Training Operator's default TensorFlow port; the v2 runtime opens the same
 STAGING_DIR = "dtfx-jobs"  # on the training volume or under the pipeline root: one per job, removed when the step ends
-POD_JOB_DIR = "/tmp/dtfx-job"  # without a training volume: the emptyDir each pod downloads its job's files into
 V2_RUNTIME = "dtfx-tensorflow"  # the ClusterTrainingRuntime of deploy/kubeflow/trainer-v2-runtime.yaml
 V2_NODE = "node"  # Kubeflow Trainer's name of the replicated job and container it runs the trainer in
 PATCH_MANAGER = "dtfx"  # the owner of dtfx's runtime patch in a TrainJob
-ROLES_ENV = "DTFX_CLUSTER_ROLES"
-ADDRESSES_ENV = "DTFX_NODE_ADDRESSES"
-INDEX_ENV = "JOB_COMPLETION_INDEX"  # set by Kubernetes in every pod of an indexed job
 # Istio's sidecar never exits, so a pod with one never completes; Kubeflow's multi-user installs inject it.
 NO_SIDECAR = {"sidecar.istio.io/inject": "false"}
 # The first Kubeflow Trainer whose TrainJob has spec.runtimePatches, where dtfx puts its nodes' volume, secret files,
@@ -123,15 +119,6 @@ def node_addresses(name: str, nodes: int) -> list[str]:
     """The address of each node of TrainJob `name`: JobSet's pod host name `<jobset>-<job>-<job index>-<pod index>`
     under the subdomain of the JobSet's own name, which Kubeflow Trainer names after the TrainJob."""
     return [f"{name}-{V2_NODE}-0-{index}.{name}:{PORT}" for index in range(nodes)]
-
-
-def tf_config_from_environment(environ: Mapping[str, str]) -> dict | None:
-    """The TF_CONFIG of this node of a TrainJob (v2), from the roles and addresses the job lists and the node's
-    completion index; None when the environment is not a TrainJob node's, or TF_CONFIG is given already."""
-    if "TF_CONFIG" in environ or ROLES_ENV not in environ:
-        return None
-    roles = [Task(role, index, finishes=True) for role, index in json.loads(environ[ROLES_ENV])]
-    return tf_configs(roles, json.loads(environ[ADDRESSES_ENV]))[int(environ[INDEX_ENV])]
 
 
 def _tfjob_spec(settings: JobSettings, command: list[str], cluster_tasks: list[Task]) -> dict:

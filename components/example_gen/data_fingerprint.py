@@ -1,17 +1,14 @@
-"""The `data_fingerprint` step of a compiled Kubeflow pipeline: the data files ingest will read, as one value.
+"""The fingerprint of the data files ingest reads, as one value: TFX's ExampleGen driver takes it on a local run, the
+`data_fingerprint` step of a compiled Kubeflow pipeline (dtfx.pipeline.kubeflow.steps.data_fingerprint) on a cluster.
 
 Kubeflow Pipelines keys its cache on a step's input artifact ids, parameter values, outputs,
 image and command (backend/src/v2/cacheutils/cache.go, GenerateCacheKey), never on the files a
 parameter names; and TFX's ExampleGen driver, which fingerprints the data on a local run, does
-not run there. This step runs before ingest, never cached: it lists the files ingest will read (ingest's own
+not run there. The step runs before ingest, never cached: it lists the files ingest will read (ingest's own
 `input_base`, data.path as the config or the run gives it; the same listing as the ingest executor) with their sizes
 and modification times (objects in a bucket: sizes and content hashes), and ingest takes the digest as its parameter
 `data_fingerprint`. Ingest's cache key then changes exactly when a data file is added, removed or rewritten (an object
 uploaded again with the same bytes is not rewritten).
-
-Run as `python -m dtfx.components.data_fingerprint --executor_input '{{$}}'`. The value goes
-back in the executor output file as an output parameter: KFP's launcher reads output parameters
-from there first (backend/src/v2/component/launcher_v2.go, collectOutputParameters, 2.0 to 2.17).
 """
 
 from __future__ import annotations
@@ -19,10 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 
 from dtfx.components.errors import DataError
-from dtfx.components.names import DATA_FINGERPRINT_PARAMETER
 
 INPUT_BASE = "input_base"  # ingest's exec property that holds data.path (example_gen.component.check_data_path)
 
@@ -66,14 +61,3 @@ def _size_and_mtime(stat) -> tuple[int, int]:
         return stat.st_size, stat.st_mtime_ns
     return stat.length, stat.mtime_nsec
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Reads the step's parameters from the executor input, writes the fingerprint as its output parameter."""
-    from dtfx.components.kfp_executor_input import run_value_step
-
-    return run_value_step(argv, "dtfx.components.data_fingerprint", DATA_FINGERPRINT_PARAMETER,
-                          lambda inputs: fingerprint(inputs.parameters[INPUT_BASE]), INPUT_BASE)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
