@@ -38,7 +38,8 @@ SERVING_FINGERPRINT_ID = "serving_fingerprint"
 SERVING_FINGERPRINT_PARAMETER = "serving_fingerprint"
 # The exec property of the baseline and the pusher that holds pusher.serving_dir.
 SERVING_DIR_KEY = "serving_dir"
-# On Kubeflow only: the step after evaluate that writes the outputs the run's page displays (dtfx.components.run_results).
+# On Kubeflow only: the step after evaluate that writes the outputs the run's page displays
+# (dtfx.pipeline.kubeflow.steps.run_results).
 RUN_RESULTS_ID = "run_results"
 
 # Output keys of the TFX components whose artifacts the run summary and the report read.

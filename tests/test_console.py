@@ -92,7 +92,8 @@ def test_final_tables_show_stages_trainer_metrics_against_thresholds_and_the_pus
 
 
 def test_a_training_from_the_data_says_its_epochs_and_why_it_stopped(capsys):
-    reason = "stopped at epoch 14 of at most 100: the held-out loss had not improved for 5 epochs; the weights of epoch 9 restored"
+    reason = ("stopped at epoch 14 of at most 100: the held-out loss had not improved for 5 epochs; "
+              "the weights of epoch 9 restored")
     holdout = "252 records trained on, 27 held out (one in 10) to decide when to stop"
     trainer = {**summary().to_dict()["trainer"], "train_steps": 56, "epochs": 14, "stop_reason": reason, "holdout": holdout}
     console.print_summary(summary(trainer=trainer), resume_command="dtfx run c.yaml")

@@ -51,8 +51,6 @@ from dtfx.components.names import (
     TRANSFORM_STAGE,
     VALIDATION_STAGE,
 )
-from dtfx.components.run_results import step as results_step
-from dtfx.components.run_results import ui_outputs
 from dtfx.components.trainer.distributed.cluster import Task, tasks
 from dtfx.pipeline.config import Config
 from dtfx.pipeline.errors import UserError
@@ -61,6 +59,8 @@ from dtfx.pipeline.kubeflow.spec import EXECUTOR_INPUT, PipelineSpec
 from dtfx.pipeline.kubeflow.steps import data_fingerprint, entrypoint, serving_fingerprint
 from dtfx.pipeline.kubeflow.steps.executor_input import OUTPUT_TYPES_FLAG, type_title
 from dtfx.pipeline.kubeflow.steps.run_parameters import TYPE_WORDS
+from dtfx.pipeline.kubeflow.steps.run_results import step as results_step
+from dtfx.pipeline.kubeflow.steps.run_results import ui_outputs
 from dtfx.pipeline.kubeflow.steps.training_job import launcher
 from dtfx.pipeline.kubeflow.steps.training_job.manifest import OPERATORS, JobSettings, manifest
 
@@ -332,7 +332,7 @@ def _fingerprint_follows_run_parameters(spec: PipelineSpec, form: run_form.RunFo
 
 
 def _add_run_results(spec: PipelineSpec, config: Config) -> None:
-    """Puts the `run_results` step (dtfx.components.run_results) after evaluate: the outputs the run page displays.
+    """Puts the `run_results` step (dtfx.pipeline.kubeflow.steps.run_results) after evaluate: the outputs the run page displays.
 
     Its outputs are typed with the `system.*` schema titles the UI looks for (run_results.ui_outputs);
     a TFX component cannot have them, as TFX 1.16's Kubeflow V2 compiler (compiler_utils.py,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dtfx.components.run_results import evaluation, pages, step, ui_outputs
 from dtfx.pipeline.kubeflow.rehearsal.run_page import as_recorded
+from dtfx.pipeline.kubeflow.steps.run_results import evaluation, pages, step, ui_outputs
 from tests.report.conftest import evaluations  # noqa: F401  (the session's real TFMA evaluations)
 from tests.report.evaluations import ISLANDS, binary_examples, classification_specs, evaluate
 
@@ -125,7 +125,7 @@ def test_the_blessing_and_its_reason_are_on_both_pages(lower_bound, blessed, wor
 
 
 def test_the_markdown_lists_the_anomalies_and_the_data_per_split():
-    from dtfx.components.run_results.data import Feature, Split
+    from dtfx.pipeline.kubeflow.steps.run_results.data import Feature, Split
 
     results = pages.RunResults("penguins", {"accuracy": 0.9}, evaluation.Verdict(True, ["accuracy 0.9 meets lower_bound 0.8"]),
                                [Split("train", 279, [Feature("island", "string", 0.0, "3 distinct")])],

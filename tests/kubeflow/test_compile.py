@@ -113,7 +113,7 @@ def test_every_step_runs_dtfx_entrypoint_from_the_image(spec):
             assert container["command"] == ["python", "-m", "dtfx.pipeline.kubeflow.steps.serving_fingerprint"], label
             continue
         if label == "run_results_executor":  # not a TFX step: what the run page shows, fed the executor input
-            assert container["command"] == ["python", "-m", "dtfx.components.run_results.step"], label
+            assert container["command"] == ["python", "-m", "dtfx.pipeline.kubeflow.steps.run_results.step"], label
             continue
         if label == "check_parameters_executor":  # the config's rules over the run parameters, by dtfx's config model
             assert container["command"] == ["python", "-m", "dtfx.pipeline.kubeflow.steps.check"], label

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from dtfx.components.names import RUN_RESULTS_ID
-from dtfx.components.run_results import ui_outputs
 from dtfx.pipeline.cli import main
 from dtfx.pipeline.kubeflow import compiler
 from dtfx.pipeline.kubeflow.rehearsal import runner
 from dtfx.pipeline.kubeflow.rehearsal.driver import Artifact
 from dtfx.pipeline.kubeflow.rehearsal.report import RehearsalResult, TaskRun
+from dtfx.pipeline.kubeflow.steps.run_results import ui_outputs
 from tests.conftest import run_dtfx
 
 SPECIES = {"Adelie", "Chinstrap", "Gentoo"}

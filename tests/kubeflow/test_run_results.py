@@ -1,6 +1,6 @@
 """The run page of the Kubeflow UI: the compiled run_results step, the shapes the UI reads, and the rehearsal's check.
 
-The shapes are those of kubeflow/pipelines 2.17.0 frontend/src (dtfx.components.run_results.ui_outputs
+The shapes are those of kubeflow/pipelines 2.17.0 frontend/src (dtfx.pipeline.kubeflow.steps.run_results.ui_outputs
 names the files). KFP's own SDK writes the same outputs (kfp.dsl.Metrics, ClassificationMetrics):
 what it writes must pass the check, and dtfx's writer must write what it writes.
 """
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from dtfx.components.names import EVALUATE_STAGE, RUN_RESULTS_ID, STATISTICS_STAGE, TRANSFORM_STAGE, VALIDATION_STAGE
-from dtfx.components.run_results import step, ui_outputs
 from dtfx.pipeline.kubeflow.rehearsal.run_page import as_recorded
 from dtfx.pipeline.kubeflow.rehearsal.runner import rehearse
 from dtfx.pipeline.kubeflow.rehearsal.spec import load_spec
+from dtfx.pipeline.kubeflow.steps.run_results import step, ui_outputs
 
 GOLDEN_SPEC = Path(__file__).parents[1] / "golden" / "kubeflow_penguins.yaml"
 

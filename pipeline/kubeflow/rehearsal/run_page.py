@@ -1,7 +1,7 @@
 """What the Kubeflow UI's run page would display of a rehearsed run: each `system.*` output, checked as the UI reads it.
 
 The UI finds an output by its ML Metadata type name and reads its custom properties, or, for HTML
-and Markdown, the object at its URI (dtfx.components.run_results.ui_outputs says where in the UI's
+and Markdown, the object at its URI (dtfx.pipeline.kubeflow.steps.run_results.ui_outputs says where in the UI's
 source). The rehearsal records both as the launcher would (the type is the output's schema title,
 the custom properties the step's metadata with `display_name` added), so each output is checked
 here against the same shapes: a wrong one fails the rehearsal, naming the output and the shape.
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from dtfx.components.run_results import ui_outputs
 from dtfx.pipeline.kubeflow.rehearsal.driver import Artifact
 from dtfx.pipeline.kubeflow.rehearsal.object_store import ObjectStore, is_store_uri, split_uri
+from dtfx.pipeline.kubeflow.steps.run_results import ui_outputs
 
 PAGE_TYPES = (ui_outputs.HTML_TYPE, ui_outputs.MARKDOWN_TYPE)
 

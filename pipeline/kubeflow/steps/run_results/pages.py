@@ -11,8 +11,8 @@ import dataclasses
 from html import escape
 
 from dtfx.components.results import charts
-from dtfx.components.run_results.data import Split
-from dtfx.components.run_results.evaluation import Verdict
+from dtfx.pipeline.kubeflow.steps.run_results.data import Split
+from dtfx.pipeline.kubeflow.steps.run_results.evaluation import Verdict
 
 FEATURE_ROWS = 40  # a wide dataset's summary stays readable; the statistics artifact has every feature
 STYLE = ("body{font-family:sans-serif;margin:16px;color:#222}table{border-collapse:collapse;margin:8px 0}"

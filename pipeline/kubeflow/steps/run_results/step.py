@@ -1,4 +1,5 @@
-"""The container entrypoint of the `run_results` step: `python -m dtfx.components.run_results.step --executor_input '{{$}}'`.
+"""The container entrypoint of the `run_results` step:
+`python -m dtfx.pipeline.kubeflow.steps.run_results.step --executor_input '{{$}}'`.
 
 Kubeflow's launcher downloads the input artifacts to their local paths before the step and,
 after it, uploads each output from its local path and records the metadata the step put in the
@@ -28,7 +29,7 @@ from dtfx.components.names import (
 )
 from dtfx.components.results import curves, statistics
 from dtfx.components.results.evaluation import OVERALL
-from dtfx.components.run_results import data, evaluation, pages, ui_outputs
+from dtfx.pipeline.kubeflow.steps.run_results import data, evaluation, pages, ui_outputs
 
 # Input keys of the step: each output as its producer names it (pipeline/kubeflow/compiler.py wires them).
 EVALUATION_INPUT = EVALUATION_OUTPUT
@@ -45,7 +46,7 @@ VOCABULARY_DIR = os.path.join("transform_fn", "assets")
 
 def main(argv: list[str] | None = None) -> int:
     """Reads the run's outputs from the executor input, writes the four UI outputs and the executor output file."""
-    parser = argparse.ArgumentParser(prog="python -m dtfx.components.run_results.step")
+    parser = argparse.ArgumentParser(prog="python -m dtfx.pipeline.kubeflow.steps.run_results.step")
     parser.add_argument("--executor_input", required=True, help="the ExecutorInput JSON ({{$}})")
     executor_input = json.loads(parser.parse_args(argv).executor_input)
     root = os.environ.get(LOCAL_ROOT_ENV, "/")
