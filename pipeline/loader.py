@@ -14,13 +14,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from dtfx.components import buckets
-from dtfx.components.registry.metrics import TASKS, metrics_for, unreachable_bounds
 from dtfx.pipeline import file_checks, input_checks
-from dtfx.pipeline.config import EVERY_N_WORD, Config, DataSection, PusherSection, Threshold
-from dtfx.pipeline.config_base import PATTERN_WORDS, UNKNOWN_TYPE, WORD_OR_NUMBER
+from dtfx.pipeline.config import EVERY_N_WORD, Config
+from dtfx.pipeline.config_base import CONFIG_RULE, PATTERN_WORDS, UNKNOWN_TYPE, WORD_OR_NUMBER
 from dtfx.pipeline.errors import ConfigError, Problem
-from dtfx.pipeline.input_checks import _given, _section
 from dtfx.pipeline.yaml_source import line_of, parse_yaml, read_text
 
 
@@ -41,12 +38,11 @@ def load_config(path: str, overrides: Iterable[str] = (), check_data: bool = Tru
     try:
         config = Config.model_validate(raw)
     except ValidationError as error:
-        problems.extend(_pydantic_problems(error, raw, lines))
+        problems.extend(_pydantic_problems(error.errors(), raw, lines))
         problems.extend(_checks_behind_errors(raw, error, lines))
         config = None
-    # Checks across sections and of the data run on the raw document, so that they are
-    # reported together with the schema errors rather than after they are fixed.
-    problems.extend(_semantic_problems(raw, lines))
+    # The checks of the data run on the raw document, so that they are reported together with the config's
+    # problems rather than after they are fixed.
     if check_data:
         problems.extend(input_checks.data_problems(raw, lines))
         problems.extend(input_checks.local_problems(raw, lines))
@@ -79,10 +75,10 @@ def _apply_override(raw: dict[str, Any], override: str) -> Problem | None:
     return None
 
 
-def _pydantic_problems(error: ValidationError, raw: Any, lines: dict[str, int]) -> list[Problem]:
-    """Pydantic's errors as problems at the YAML paths the user wrote, in plain words."""
+def _pydantic_problems(errors: list[dict[str, Any]], raw: Any, lines: dict[str, int]) -> list[Problem]:
+    """Pydantic's errors (ValidationError.errors()) as problems at the YAML paths the user wrote, in plain words."""
     unique: dict[tuple[str, str], Problem] = {}
-    for item in error.errors():
+    for item in errors:
         keys, tags = _user_location(raw, item)
         message = _plain_message(item, tags)
         if item["type"] == UNKNOWN_TYPE and isinstance(item.get("input"), dict):
@@ -91,7 +87,9 @@ def _pydantic_problems(error: ValidationError, raw: Any, lines: dict[str, int]) 
             message = f"the list has no item {keys[-1] + 1}, and needs one"
             keys = keys[:-1]
         path = ".".join(str(part) for part in keys) or "<file>"
-        unique.setdefault((path, message), Problem(path, message, line_of(path, lines)))
+        # A rule across sections may be about a key the file leaves out: then the line of the key it names.
+        line = line_of(path, lines) or line_of((item.get("ctx") or {}).get("line_near", ""), lines)
+        unique.setdefault((path, message), Problem(path, message, line))
     return list(unique.values())
 
 
@@ -103,6 +101,8 @@ def _user_location(raw: Any, item: dict[str, Any]) -> tuple[list[Any], list[str]
     is absent by nature, and a dict key's own error (`[key]`) is reported at the dict.
     """
     loc = list(item["loc"])
+    if item["type"] == CONFIG_RULE:  # the rule's own location, a key the file may leave out
+        return loc, []
     if loc and loc[-1] == "[key]":
         loc = loc[:-2]
     keys, tags, node = [], [], raw
@@ -181,14 +181,18 @@ def _checks_behind_errors(raw: dict[str, Any], error: ValidationError, lines: di
 
     The keys that failed are taken out (so their defaults apply) and the document is validated
     again, up to three times; a new problem counts only if its message does not name a key that
-    was taken out, since it may be about the default that replaced it.
+    was taken out, since it may be about the default that replaced it. A rule across sections
+    (CONFIG_RULE) is not asked again: it ran beside the other errors, on the sections that were
+    valid, and the defaults put in now may be what it reads (a threshold taken out, data.task).
     """
+    # Still needed for a user to see every problem at once: each section's checks across its own fields are model
+    # validators of that section, which pydantic skips while a field of it fails (the config's rules, not the loader's).
     document = copy.deepcopy(raw)
-    seen = {(problem.path, problem.message) for problem in _pydantic_problems(error, raw, lines)}
+    seen = {(problem.path, problem.message) for problem in _pydantic_problems(error.errors(), raw, lines)}
     removed: set[str] = set()
     found = []
     for _ in range(3):
-        taken = {_remove_key(document, _user_location(document, item)[0]) for item in error.errors()} - {None}
+        taken = {_remove_key(document, _user_location(document, item)[0]) for item in _field_errors(error)} - {None}
         if not taken:
             break
         removed |= taken
@@ -197,12 +201,17 @@ def _checks_behind_errors(raw: dict[str, Any], error: ValidationError, lines: di
             break
         except ValidationError as again:
             error = again
-        for problem in _pydantic_problems(error, document, lines):
+        for problem in _pydantic_problems(_field_errors(error), document, lines):
             named = any(re.search(rf"\b{re.escape(name)}\b", problem.message) for name in removed)
             if problem.message != "required key is missing" and not named and (problem.path, problem.message) not in seen:
                 found.append(problem)
             seen.add((problem.path, problem.message))
     return found
+
+
+def _field_errors(error: ValidationError) -> list[dict[str, Any]]:
+    """The errors of `error` but those of the rules across sections."""
+    return [item for item in error.errors() if item["type"] != CONFIG_RULE]
 
 
 def _remove_key(document: dict[str, Any], parts: list[Any]) -> str | None:
@@ -217,56 +226,6 @@ def _remove_key(document: dict[str, Any], parts: list[Any]) -> str | None:
             return str(part)
         target = target[part]
     return None
-
-
-def _unreachable_bounds(path: str, metric: str, bounds: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
-    """A bound outside the values the metric can take would never bless a model, like having no threshold."""
-    lower, upper, change = (bounds.get(key) for key in Threshold.BOUNDS)
-    found = unreachable_bounds(metric, lower if _is_number(lower) else None, upper if _is_number(upper) else None,
-                               change if _is_number(change) else None)
-    return [Problem(f"{path}.{key}", message, line_of(f"{path}.{key}", lines) or line_of(path, lines))
-            for key, message in found]
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _semantic_problems(raw: dict[str, Any], lines: dict[str, int]) -> list[Problem]:
-    """Checks across sections that a single field cannot express."""
-    problems = []
-    data, evaluator, pusher = _section(raw, "data"), _section(raw, "evaluator"), _section(raw, "pusher")
-    task = _given(data, DataSection, "task")
-    thresholds = evaluator.get("thresholds") or {}
-    # With a task that is not one (reported at data.task), a metric of no task is still unknown.
-    known = metrics_for(task) if task in TASKS else tuple(dict.fromkeys(name for each in TASKS for name in metrics_for(each)))
-    for_task = f" for {task}" if task in TASKS else ""
-    if isinstance(thresholds, dict):
-        for name, bounds in thresholds.items():
-            path = f"evaluator.thresholds.{name}"
-            if name not in known:
-                problems.append(Problem(path, f"unknown metric{for_task}; use one of: {', '.join(known)}", line_of(path, lines)))
-            elif isinstance(bounds, dict):
-                problems += _unreachable_bounds(path, name, bounds, lines)
-    if _given(pusher, PusherSection, "enabled") is True and not thresholds:
-        problems.append(
-            Problem(
-                "pusher.enabled",
-                "the pusher is enabled but evaluator.thresholds is empty, so no model would ever be pushed; "
-                "add a threshold such as evaluator.thresholds.accuracy.lower_bound or set pusher.enabled: false",
-                line_of("pusher.enabled", lines) or line_of("evaluator", lines),
-            )
-        )
-    serving_dir = pusher.get("serving_dir")
-    if isinstance(serving_dir, str) and "://" in serving_dir and not buckets.is_store_uri(serving_dir):
-        problems.append(
-            Problem(
-                "pusher.serving_dir",
-                f"must be a local or mounted directory or a bucket ({', '.join(buckets.SCHEMES)})",
-                line_of("pusher.serving_dir", lines),
-            )
-        )
-    return problems
 
 
 def _resolve_paths(config: Config) -> Config:
