@@ -21,8 +21,9 @@ from pydantic import (
     model_validator,
 )
 
+from dtfx.components import buckets
 from dtfx.components.example_gen.options import BAD_IMAGE_POLICIES, MAX_SHARDS, NON_FINITE_POLICIES, SHARDING_STRATEGIES
-from dtfx.components.registry.metrics import TASKS, metrics_for
+from dtfx.components.registry.metrics import TASKS, metrics_for, unreachable_bounds
 from dtfx.components.registry.models import MODEL_TYPES, model_type_of
 from dtfx.components.registry.strategies import CROSS_DEVICE_OPS, STRATEGIES
 from dtfx.pipeline.beam_config import BeamSection
@@ -37,6 +38,7 @@ from dtfx.pipeline.config_base import (
     Section,
     number_or_word,
     plain_pattern,
+    raise_broken_rules,
 )
 from dtfx.pipeline.kubeflow.config import KubeflowSection
 
@@ -676,6 +678,13 @@ class PusherSection(Section):
     enabled: bool = Field(True, description="Push a blessed model to the serving directory.")
     serving_dir: str | None = Field(None, description="Where pushed versions go; null means `<output_root>/<name>/serving`.")
 
+    @field_validator("serving_dir")
+    @classmethod
+    def _directory_or_bucket(cls, serving_dir: str | None) -> str | None:
+        if serving_dir and "://" in serving_dir and not buckets.is_store_uri(serving_dir):
+            raise ValueError(f"must be a local or mounted directory or a bucket ({', '.join(buckets.SCHEMES)})")
+        return serving_dir
+
 
 class PredictSection(Section):
     data: str = Field(
@@ -688,7 +697,11 @@ class PredictSection(Section):
     )
 
 
-# A Kubernetes memory quantity, in the forms people write: 512Mi, 4Gi, 1.5G.
+def _as_written(bound: float | None) -> float | int | None:
+    # A bound is a float once validated; one a user wrote as a whole number (2) is shown as written, not as 2.0.
+    return int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+
+
 class Config(Section):
     """A whole dtfx pipeline configuration."""
 
@@ -701,7 +714,8 @@ class Config(Section):
     validation: ValidationSection = Field(default_factory=ValidationSection, description="Data validation gate.")
     trainer: TrainerSection = Field(default_factory=TrainerSection, description="Model and training.")
     evaluator: EvaluatorSection = Field(default_factory=EvaluatorSection, description="Blessing thresholds.")
-    pusher: PusherSection = Field(default_factory=PusherSection, description="Pushing to serving.")
+    # Validated when left out too, so that its check against the evaluator runs on the default (enabled).
+    pusher: PusherSection = Field(default_factory=PusherSection, validate_default=True, description="Pushing to serving.")
     predict: PredictSection | None = Field(
         None, description="Batch prediction after the evaluation, with the blessed model, into "
         "<predict stage output>/predictions.parquet (the `predict` stage); null: no such stage."
@@ -744,6 +758,36 @@ class Config(Section):
                     raise ValueError(f"slices.{index}.{position}: {column!r} is {roles[column]}; slice by a column of "
                                      "plain values (numbers or categories)")
         return evaluator
+
+    @field_validator("evaluator")
+    @classmethod
+    def _thresholds_are_metrics_of_the_task(cls, evaluator: EvaluatorSection, info: ValidationInfo) -> EvaluatorSection:
+        """Each threshold names a metric of data.task, with bounds the metric can reach (a bound outside its values
+        would never bless a model, like having no threshold): every problem at its threshold's key or bound's."""
+        data = info.data.get("data")  # absent when invalid: then a metric of no task is still unknown
+        known = metrics_for(data.task) if data else tuple(dict.fromkeys(name for task in TASKS for name in metrics_for(task)))
+        for_task = f" for {data.task}" if data else ""
+        found = []
+        for name, threshold in evaluator.thresholds.items():
+            if name not in known:
+                found.append((("thresholds", name), f"unknown metric{for_task}; use one of: {', '.join(known)}"))
+                continue
+            bounds = [_as_written(getattr(threshold, key)) for key in Threshold.BOUNDS]
+            found += [(("thresholds", name, key), message) for key, message in unreachable_bounds(name, *bounds)]
+        raise_broken_rules(found)
+        return evaluator
+
+    @field_validator("pusher")
+    @classmethod
+    def _pusher_has_thresholds_to_pass(cls, pusher: PusherSection, info: ValidationInfo) -> PusherSection:
+        # At pusher.enabled (the evaluator's line where the file has no such key). An invalid evaluator (absent from
+        # info.data) may have thresholds: its own errors come first.
+        evaluator = info.data.get("evaluator")
+        if pusher.enabled and evaluator and not evaluator.thresholds:
+            raise_broken_rules([(("enabled",), "the pusher is enabled but evaluator.thresholds is empty, so no model "
+                                 "would ever be pushed; add a threshold such as evaluator.thresholds.accuracy.lower_bound "
+                                 "or set pusher.enabled: false")], line_near="evaluator")
+        return pusher
 
     @field_validator("trainer")
     @classmethod

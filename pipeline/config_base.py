@@ -19,8 +19,9 @@ from pydantic import (
     NonNegativeInt,
     PositiveInt,
     Tag,
+    ValidationError,
 )
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
 
 INT32_MAX = 2**31 - 1
 UINT32_MAX = 2**32 - 1
@@ -82,6 +83,25 @@ def plain_pattern(regex: str, words: str) -> str:
 
 # The error of a section whose `type` names none of the types its union has.
 UNKNOWN_TYPE = "unknown_type"
+# The error of a rule across sections (config.py): at the YAML path of the key it is about, which the document may not
+# have (a default's), with `line_near`, the key whose line the loader shows then.
+CONFIG_RULE = "config_rule"
+
+
+def raise_broken_rules(found: list[tuple[tuple[str | int, ...], str]], line_near: str = "") -> None:
+    """Raises every (location, message) a rule across sections found, the location below the field being validated.
+
+    One ValidationError of them all, which pydantic takes into its own errors with the field's location in front, so
+    that every problem is reported at once, each at its own key: a ValueError would report one problem, at the field;
+    and a check of Config in a model validator would run only once every section is valid, so that a user would see
+    it after fixing the others, where a field validator runs beside the other sections' errors."""
+    if found:
+        raise ValidationError.from_exception_data("config rules", [
+            InitErrorDetails(type=PydanticCustomError(CONFIG_RULE, "{text}", {"text": message, "line_near": line_near}),
+                             loc=loc, input=None)
+            for loc, message in found])
+
+
 # The union tag of the word in number_or_word: the loader's message for it names the number too.
 WORD_OR_NUMBER = "word-or-number"
 

@@ -189,6 +189,19 @@ def test_bounds_a_metric_can_never_reach_are_refused(write_config):
     load_config(str(write_config(evaluator__thresholds={"accuracy": {"lower_bound": 1.0}})))  # perfect is possible
 
 
+@pytest.mark.parametrize("key, value, locations", [
+    ("evaluator.thresholds", {"auroc": {"lower_bound": 0.9}, "accuracy": {"lower_bound": 2}},
+     [("evaluator", "thresholds", "auroc"), ("evaluator", "thresholds", "accuracy", "lower_bound")]),
+    ("evaluator.thresholds", {}, [("pusher", "enabled")]),  # a pusher the file leaves out: enabled by default
+    ("pusher.serving_dir", "ftp://host/serving", [("pusher", "serving_dir")]),
+])
+def test_the_rules_across_sections_are_the_models(key, value, locations):
+    """The model refuses what the loader reports, every problem at its own key: the loader checks no rule itself."""
+    with pytest.raises(ValidationError) as raised:
+        Config.model_validate(set_key(set_key(default_config(), "data.path", "x.csv"), key, value))
+    assert [item["loc"] for item in raised.value.errors()] == locations
+
+
 def test_bad_override_syntax(write_config):
     problems = problems_of(write_config(), "trainer.train_steps")
     assert problems == ["--set trainer.train_steps: expected dotted.key=value, for example trainer.train_steps=100"]

@@ -25,7 +25,8 @@ from tests.conftest import ROOT
 
 LAYERS = ("pipeline", "components")
 SOURCES = sorted(path for layer in LAYERS for path in (ROOT / layer).rglob("*.py"))
-LOADER = ROOT / "pipeline" / "loader.py"
+# The modules that read the raw document: the loader, and the checks of the files it names.
+RAW_READERS = (ROOT / "pipeline" / "loader.py", ROOT / "pipeline" / "input_checks.py")
 BOUND_KEYWORDS = ("gt", "ge", "lt", "le")
 
 
@@ -258,9 +259,11 @@ def test_every_tf_distribute_all_reduce_the_config_names_exists():
 
 
 def test_the_loader_states_no_default_of_its_own():
-    """The loader's checks of the raw document read a key's default from the model (docs/architecture.md: the model
-    holds the only defaults)."""
-    assert defaults_outside_the_model(parsed(LOADER), config_keys_with_defaults()) == []
+    """The checks of the raw document read a key's default from the model (docs/architecture.md: the model holds the
+    only defaults)."""
+    keys = config_keys_with_defaults()
+    assert {relative(path): defaults_outside_the_model(parsed(path), keys) for path in RAW_READERS} == {
+        relative(path): [] for path in RAW_READERS}
 
 
 def test_the_default_scan_finds_one():
