@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # CI sets REQUIRE_BROWSER=1: there, a browser that cannot be installed fails the run instead of skipping tests.
 REQUIRE_BROWSER ?= 0
 
-.PHONY: setup browser run sample-data test test-fast lint schema docs golden report-png image rehearse clean
+.PHONY: setup browser run sample-data test test-fast lint schema docs structure golden report-png image rehearse clean
 
 setup: $(STAMP)  ## .venv: the pipeline's packages (requirements.lock) and the development tools (requirements-dev.lock)
 
@@ -69,6 +69,9 @@ docs: setup  ## regenerate docs/reference/ (config keys, CLI verbs) from the cod
 	$(BIN)/python -m dtfx.pipeline.config_reference > docs/reference/config.md
 	$(BIN)/python -m dtfx.pipeline.cli_reference > docs/reference/cli.md
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+structure: setup  ## the house's map in figures: its rooms and their lines, the longest functions, import circles
+	$(BIN)/python -m scripts.structure
 
 golden: setup  ## rewrite the golden files from the current code
 	UPDATE_GOLDEN=1 $(BIN)/python -m pytest -m "not slow" -k golden -q

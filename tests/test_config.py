@@ -414,8 +414,8 @@ def test_parameter_server_keys_belong_to_parameter_server_and_shards_fit_the_ser
     mirrored = problems_of(write_config(trainer__distribution={"strategy": "multi_worker_mirrored", "workers": 2,
                                                                 "variable_sharding": sharding}))
     assert any("strategy multi_worker_mirrored ignores variable_sharding" in p for p in mirrored), mirrored
-    too_many = problems_of(write_config(trainer__train_steps=300, trainer__distribution={"strategy": "parameter_server", "parameter_servers": 1,
-                                                                "variable_sharding": sharding}))
+    parameter_server = {"strategy": "parameter_server", "parameter_servers": 1, "variable_sharding": sharding}
+    too_many = problems_of(write_config(trainer__train_steps=300, trainer__distribution=parameter_server))
     assert any(p.startswith("trainer.distribution") and "variable_sharding.max_shards 2 is more than parameter_servers 1"
                in p for p in too_many), too_many
     # Asynchronous workers each take a whole global batch: no divisibility rule.
@@ -541,8 +541,8 @@ def test_every_pattern_has_plain_words_for_its_message():
 @pytest.mark.parametrize(("overrides", "expected"), [
     (["trainer.model={type: dnn, dropout: 2}"], ["trainer.model.dropout (line N): should be less than 1, not 2"]),
     (["trainer.model.hidden_units=[8, 0]"], ["trainer.model.hidden_units.1 (line N): should be greater than 0, not 0"]),
-    (["trainer.model.type=rnn"], ["trainer.model.type (line N): 'rnn' is not a model type: use dnn, cnn, embedding_lstm, gradient_boosted_trees, "
-                                  "or give module (your own build_fn) instead of type"]),
+    (["trainer.model.type=rnn"], ["trainer.model.type (line N): 'rnn' is not a model type: use dnn, cnn, embedding_lstm, "
+                                  "gradient_boosted_trees, or give module (your own build_fn) instead of type"]),
     (["trainer.model={module: not a path}"],
      ["trainer.model.module (line N): 'not a path' is not a dotted path to a function, module first, such as "
       "my_models.wide.build_fn"]),
