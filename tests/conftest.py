@@ -56,6 +56,18 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(Path(str(item.fspath)).relative_to(ROOT).as_posix(), len(rank)))
 
 
+@pytest.fixture(autouse=True)
+def _forget_modules_of_test_directories(tmp_path_factory):
+    """A test that puts its own directory on sys.path (a user's model module) leaves what it imported from there in
+    sys.modules, where a later test's module of the same name, in its own directory, would be taken for it."""
+    before = set(sys.modules)
+    yield
+    base = str(tmp_path_factory.getbasetemp()) + os.sep
+    for name in set(sys.modules) - before:
+        if (getattr(sys.modules.get(name), "__file__", None) or "").startswith(base):
+            del sys.modules[name]
+
+
 @pytest.fixture
 def write_config(tmp_path):
     """Writes a config dict (default: the shipped one, outputs in tmp_path) and returns its path."""

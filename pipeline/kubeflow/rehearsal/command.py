@@ -261,7 +261,7 @@ def _evaluation(result, store):
     import tempfile
 
     from dtfx.pipeline.metadata_reader import read_evaluation
-    from dtfx.pipeline.report.evaluation import quietly  # TFMA's deprecation warnings: `dtfx run` sends them to its log
+    from dtfx.components.results.evaluation import quietly  # TFMA's deprecation warnings: `dtfx run` sends them to its log
 
     evaluate = next((task for task in result.tasks if task.name == EVALUATE_STAGE and task.outputs), None)
     if evaluate is None:
