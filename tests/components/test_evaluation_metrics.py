@@ -50,7 +50,16 @@ ROWS = 300
 
 class _Scorer(tf.Module):
     """A classifier as the Trainer saves it: `transform_features` gives the label's class index (-1 without a label),
-    `serving_default` the softmax of logits linear in the features x and z."""
+    `serving_default` the softmax of logits linear in the features x and z, as float32 scores.
+
+    The softmax is taken in float64 and rounded to float32, so that an example's score does not depend on the batch
+    it is scored in. TensorFlow's float32 softmax on the CPU does (by an ulp: a row in a full SIMD packet of rows and
+    one in the batch's remainder go different ways), and the two paths score different batches: the process the whole
+    split at once, TFMA the batches that beam.BatchElements sizes by timing (tfx_bsl batch_util.BatchRecords, from
+    the Evaluator's tfxio.BeamSource()), which differ from run to run. A confident class's scores then come out as
+    0.99999994 or 1.0, which calibration_histogram._bucket_index puts on either side of the histogram's top edge
+    (the last bucket or the one above 1), and its areas under the curves differ by up to 1e-4 (auc) and 1e-2 (auc_pr).
+    Rounded from float64, the scores are the same in every batch (to within a float64 ulp before the rounding)."""
 
     def __init__(self, vocabulary: list[bytes], weights: list[list[float]], bias: list[float]):
         self.table = tf.lookup.StaticHashTable(
@@ -66,8 +75,9 @@ class _Scorer(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def serve(self, serialized):
         features = tf.io.parse_example(serialized, {name: tf.io.FixedLenFeature([], tf.float32) for name in "xz"})
-        inputs = tf.stack([features["x"], features["z"]], axis=-1)
-        return {"scores": tf.nn.softmax(tf.matmul(inputs, self.weights) + self.bias)}
+        inputs = tf.cast(tf.stack([features["x"], features["z"]], axis=-1), tf.float64)
+        logits = tf.matmul(inputs, tf.cast(self.weights, tf.float64)) + tf.cast(self.bias, tf.float64)
+        return {"scores": tf.cast(tf.nn.softmax(logits), tf.float32)}
 
 
 class _Line(tf.Module):
