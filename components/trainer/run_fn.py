@@ -58,12 +58,18 @@ def run_fn(fn_args) -> None:
     """
     job = TrainingJob.from_fn_args(fn_args)
     options = TrainerOptions.from_dict(job.custom_config)
-    if MODEL_TYPES.get(options.model_type).trains_as == "forest":
-        forest.train(job, options)
-    elif cluster.needs_processes(options.distribution):
+    if trains_in_processes(options):
         local_cluster.train(job, options.distribution, sidecar=options.sidecar_evaluation)
+    elif MODEL_TYPES.get(options.model_type).trains_as == "forest":
+        forest.train(job, options)
     else:
         train(job, options)
+
+
+def trains_in_processes(options: TrainerOptions) -> bool:
+    """Whether the strategy's processes train the model: a forest grows in the step's own process whatever the
+    strategy (the local cluster and a Kubernetes training job both ask this)."""
+    return MODEL_TYPES.get(options.model_type).trains_as != "forest" and cluster.needs_processes(options.distribution)
 
 
 def train(fn_args: TrainingJob, options: TrainerOptions, strategy: tf.distribute.Strategy | None = None) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 
 from dtfx.components import buckets
 from dtfx.components.errors import TrainingError
-from dtfx.components.trainer.distributed.cluster import Task, needs_processes, role_counts, tasks
+from dtfx.components.trainer.distributed.cluster import Task, role_counts, tasks
 from dtfx.components.trainer.job import TrainingJob
 from dtfx.components.trainer.options import TrainerOptions
 from dtfx.pipeline.kubeflow.steps.training_job.api import AlreadyExists, KubernetesApi, UnknownFields
@@ -51,12 +51,11 @@ def run_fn(fn_args) -> None:
     path, so that dtfx.components never imports Kubeflow's code): the processes of the strategy in a job's pods, or,
     rehearsed without a training volume, here with the job's files in the store. Everything else (a forest, a
     rehearsal with a volume) trains as without a job (dtfx.components.trainer.run_fn)."""
-    from dtfx.components.registry.models import MODEL_TYPES
     from dtfx.components.trainer import run_fn as trainer
 
     job = TrainingJob.from_fn_args(fn_args)
     options = TrainerOptions.from_dict(job.custom_config)
-    in_processes = MODEL_TYPES.get(options.model_type).trains_as != "forest" and needs_processes(options.distribution)
+    in_processes = trainer.trains_in_processes(options)
     if in_processes and through_kubernetes_job(options):
         train(job, options)
     elif in_processes and rehearsed_through_store(options):
