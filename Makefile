@@ -48,9 +48,10 @@ browser:
 TEST_WORKERS ?= 2
 
 # PYTEST_ARGS narrows the run (make test PYTEST_ARGS="tests/test_config.py -k bounds"); one that selects no test fails
-# (pytest's exit code 5), as a typo in it should.
+# (pytest's exit code 5), as a typo in it should. The 30 slowest tests are listed at the end, so that CI's log says
+# where the suite's time goes (it must stay under 40 minutes).
 test: setup browser  ## the whole suite, end-to-end runs included; PYTEST_ARGS=... runs part of it
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 $(PYTEST_ARGS)
 
 test-fast: setup  ## unit and golden tests only; PYTEST_ARGS=... as for make test
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)

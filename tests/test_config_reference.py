@@ -4,7 +4,9 @@ model, docs/reference/cli.md from the CLI's parser. Both are current, and every 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import sys
 
 from pydantic import BaseModel
 
@@ -37,6 +39,12 @@ def test_the_config_reference_in_the_repository_is_current():
 def test_the_cli_reference_in_the_repository_is_current():
     assert CLI_PAGE.read_text(encoding="utf-8") == cli_reference.render(_parser()), \
         "docs/reference/cli.md is stale: run `make docs`"
+
+
+def test_the_cli_reference_holds_nothing_of_the_machine_that_wrote_it():
+    page = cli_reference.render(_parser())
+    for local in (sys.executable, str(ROOT), os.path.expanduser("~")):
+        assert local not in page, f"docs/reference/cli.md names {local}, which differs on every machine"
 
 
 def test_every_key_has_a_row_with_its_default():

@@ -69,7 +69,7 @@ def add_commands(verbs) -> None:
              "kubeflow.kfp_version (default: the config's kubeflow.kfp_version)",
     )
     rehearse.add_argument(
-        "--python", default=sys.executable,
+        "--python", metavar="PYTHON",
         help="the interpreter each step runs in: it must have the image's Python version and TFX, TensorFlow and Beam "
              "(the Dockerfile's base and requirements.lock), or the rehearsal refuses to start (default: this one)",
     )

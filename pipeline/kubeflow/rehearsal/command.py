@@ -67,6 +67,8 @@ def rehearse_command(args) -> int:
         check_compiled_output(f"{spec_path} (the compiled pipeline in --workdir {args.workdir})", spec_path, args.config)
     uploads = _uploads(args.upload)
     config, data_in_bucket = _checked_config(args, uploads)
+    # The default is resolved here, not in the parser, so that the CLI reference does not carry this machine's path.
+    args.python = args.python or sys.executable
     image = image_environment()
     different = environment_problems(args.python, image)
     if different:
