@@ -68,11 +68,11 @@ def rehearse_command(args) -> int:
     uploads = _uploads(args.upload)
     config, data_in_bucket = _checked_config(args, uploads)
     # The default is resolved here, not in the parser, so that the CLI reference does not carry this machine's path.
-    args.python = args.python or sys.executable
+    python = args.python or sys.executable
     image = image_environment()
-    different = environment_problems(args.python, image)
+    different = environment_problems(python, image)
     if different:
-        raise UserError(f"--python {args.python} is not the pipeline image's environment, so a rehearsal there would "
+        raise UserError(f"--python {python} is not the pipeline image's environment, so a rehearsal there would "
                         "prove nothing about the cluster:\n  " + "\n  ".join(different) +
                         "\nrehearse in the environment of `make setup` (.venv), which installs requirements.lock")
     local_side = _local_side(config)  # with a bucket output_root, a local home for what a rehearsal keeps here
@@ -116,7 +116,7 @@ def rehearse_command(args) -> int:
         print(f"artifacts: {root} in the S3 API at {store.endpoint}")
         print(f"{'task':<17} {'state':<11}{'seconds':>8}", flush=True)
         try:
-            result = rehearse(spec_path, workdir, store, root, kfp_version, on_task=_print_task, python=args.python,
+            result = rehearse(spec_path, workdir, store, root, kfp_version, on_task=_print_task, python=python,
                               metadata=metadata, image=image, parameters=values)
         except RehearsalError as error:  # the compiler refuses such specs first; this is a dtfx bug if it happens
             raise RuntimeError(str(error)) from None
@@ -262,8 +262,8 @@ def _evaluation(result, store):
     rehearsal did not get that far."""
     import tempfile
 
-    from dtfx.pipeline.metadata_reader import read_evaluation
     from dtfx.components.results.evaluation import quietly  # TFMA's deprecation warnings: `dtfx run` sends them to its log
+    from dtfx.pipeline.metadata_reader import read_evaluation
 
     evaluate = next((task for task in result.tasks if task.name == EVALUATE_STAGE and task.outputs), None)
     if evaluate is None:
